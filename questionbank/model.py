@@ -1,0 +1,88 @@
+"""Domain objects of the question bank, shared by the checker and the bot.
+
+The bot imports these without torch: an item is content, the runner turns it into verdicts.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Kind = Literal["code", "output", "choice"]
+Requires = Literal["cpu", "cuda"]
+Lang = Literal["zh", "en"]
+LANGS: tuple[Lang, ...] = ("zh", "en")
+
+
+@dataclass(frozen=True)
+class Text:
+    """A text in both languages; `get` falls back to the other one so a player never sees nothing."""
+
+    zh: str
+    en: str
+
+    def get(self, lang: str) -> str:
+        if lang == "zh":
+            return self.zh or self.en
+        return self.en or self.zh
+
+
+@dataclass(frozen=True)
+class WrongAnswer:
+    """A realistic mistake the hidden cases must catch (`check` asserts it fails)."""
+
+    code: str
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class Option:
+    key: str
+    text: Text
+
+
+@dataclass(frozen=True)
+class Item:
+    id: str
+    kind: Kind
+    outline: tuple[str, ...]
+    difficulty: int
+    tags: tuple[str, ...]
+    requires: Requires
+    title: Text
+    prompt: Text
+    explanation: Text
+    limits: dict[str, Any] = field(default_factory=dict)
+    # code
+    entrypoint: str = ""
+    starter: str = ""
+    setup: str = ""
+    reference: str = ""
+    probe: str = ""
+    tolerances: dict[str, float] = field(default_factory=dict)
+    wrong: tuple[WrongAnswer, ...] = ()
+    mode: Literal["partial", "all_or_nothing"] = "partial"
+    # output
+    snippet: str = ""
+    # choice
+    options: tuple[Option, ...] = ()
+    correct: tuple[str, ...] = ()
+    # where it came from, for file:line messages
+    source_file: str = ""
+    source_line: int = 0
+
+    @property
+    def chapter(self) -> int:
+        """The outline chapter of the item's first outline id (`deep.*` items count as 0)."""
+        first = self.outline[0] if self.outline else ""
+        head = first.split(".", 1)[0]
+        return int(head) if head.isdigit() else 0
+
+    @property
+    def section(self) -> str:
+        """`chapter.section` of the first outline id, e.g. `2.1`; empty for deep items."""
+        parts = (self.outline[0] if self.outline else "").split(".")
+        return ".".join(parts[:2]) if parts and parts[0].isdigit() else ""
+
+    @property
+    def location(self) -> str:
+        return f"{self.source_file}:{self.source_line}" if self.source_file else self.id
