@@ -1,0 +1,246 @@
+"""What runs inside a job's sandbox: build the cases, load the code, call it, probe, report.
+
+Everything here is on the untrusted side. The parent never believes a verdict from this code,
+only observations, which it compares itself; a missing or broken frame counts as a failure.
+"""
+from __future__ import annotations
+
+import builtins
+import linecache
+import math
+import os
+import random
+import sys
+import traceback
+from typing import Any
+
+from .wire import Encoder, WireError
+
+SUBMISSION_FILE = "<your code>"
+SNIPPET_FILE = "<snippet>"
+
+
+def base_globals() -> dict[str, Any]:
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    return {"__name__": "__quiz__", "__builtins__": builtins, "torch": torch, "nn": nn,
+            "F": F, "math": math, "random": random}
+
+
+def _seed(seed: int) -> None:
+    import torch
+
+    random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def _error_info(exc: BaseException, filename: str, source: str) -> dict[str, Any]:
+    """Exception type, message and a traceback limited to the player's own lines."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == filename]
+    lines = []
+    for f in frames[-6:]:
+        lines.append(f'  line {f.lineno}, in {f.name}')
+        if f.line:
+            lines.append(f"    {f.line.strip()}")
+    if isinstance(exc, SyntaxError) and exc.filename == filename:
+        lines.append(f"  line {exc.lineno}")
+        if exc.text:
+            lines.append(f"    {exc.text.rstrip()}")
+    message = str(exc)[:500]
+    return {"type": type(exc).__name__, "message": message,
+            "traceback": "\n".join(lines)[:2000]}
+
+
+def _load(source: str, filename: str) -> dict[str, Any]:
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    code = compile(source, filename, "exec", dont_inherit=True)
+    g = base_globals()
+    exec(code, g)
+    return g
+
+
+class TorchSnapshot:
+    """Identity snapshot of the attributes a probe relies on.
+
+    A submission may monkeypatch `torch.allclose`, `Tensor.__eq__`, ... in its own process.
+    Comparison happens in the parent, so that alone cannot make it pass; but a probe that uses
+    torch could be fooled, so before each probe the originals are put back and the tampering is
+    reported as a failure.
+    """
+
+    def __init__(self) -> None:
+        import torch
+        import torch.nn.functional as F
+        import torch.testing
+
+        self.targets: list[tuple[str, Any]] = [
+            ("torch", torch), ("torch.Tensor", torch.Tensor), ("torch._C.TensorBase", torch._C.TensorBase),
+            ("torch.nn.functional", F), ("torch.testing", torch.testing), ("torch.autograd", torch.autograd),
+            ("torch.nn.Module", torch.nn.Module), ("builtins", builtins), ("math", math),
+        ]
+        self.saved = [(name, obj, dict(vars(obj))) for name, obj in self.targets]
+
+    def restore(self) -> list[str]:
+        changed: list[str] = []
+        for name, obj, saved in self.saved:
+            current = vars(obj)
+            for key, value in saved.items():
+                if current.get(key, _MISSING) is not value:
+                    changed.append(f"{name}.{key}")
+                    try:
+                        setattr(obj, key, value)
+                    except (AttributeError, TypeError):
+                        pass
+            for key in [k for k in current if k not in saved]:
+                if not key.startswith("__") and name not in ("builtins",):
+                    changed.append(f"{name}.{key}")
+                    try:
+                        delattr(obj, key)
+                    except (AttributeError, TypeError):
+                        pass
+        return changed
+
+
+_MISSING = object()
+
+
+def run_code_job(payload: dict[str, Any]) -> dict[str, Any]:
+    """Build cases, load the code, run each case and its probe; return the frame header + encoder."""
+    import torch
+
+    enc = Encoder(max_bytes=int(payload.get("max_observation_bytes", 16 << 20)))
+    header: dict[str, Any] = {"status": "ok", "error": None, "cases": [], "tampered": []}
+    trusted = payload["role"] == "reference"
+    code_file = "<reference>" if trusted else SUBMISSION_FILE
+
+    # 1. trusted setup, before any untrusted code is loaded
+    _seed(int(payload.get("seed", 0)))
+    setup_g = base_globals()
+    exec(compile(payload["setup"], "<setup>", "exec"), setup_g)
+    cases = list(setup_g["make_cases"]())
+    probe_fn = None
+    if payload.get("probe"):
+        probe_g = base_globals()
+        exec(compile(payload["probe"], "<probe>", "exec"), probe_g)
+        probe_fn = probe_g["probe"]
+    header["cases"] = [{"name": str(c.get("name") or f"case {i + 1}"), "example": bool(c.get("example", False)),
+                        "obs": None, "error": None} for i, c in enumerate(cases)]
+    snapshot = TorchSnapshot()
+
+    # 2. the player's code
+    source = payload["code"]
+    try:
+        g = _load(source, code_file)
+    except SyntaxError as e:
+        header["status"] = "invalid"
+        header["error"] = _error_info(e, code_file, source)
+        header["error"]["message"] = f"syntax error: {e.msg} (line {e.lineno})"
+        return {"header": header, "encoder": enc}
+    except BaseException as e:  # noqa: BLE001 - anything the module body raised is the player's
+        header["status"] = "error"
+        header["error"] = _error_info(e, code_file, source)
+        return {"header": header, "encoder": enc}
+    entry = payload["entrypoint"]
+    fn = g.get(entry)
+    if not callable(fn):
+        header["status"] = "invalid"
+        header["error"] = {"type": "MissingEntrypoint",
+                           "message": f"define a function named `{entry}`"
+                                      + ("" if fn is None else f" (`{entry}` is not callable)"),
+                           "traceback": ""}
+        return {"header": header, "encoder": enc}
+
+    # 3. the cases
+    for i, case in enumerate(cases):
+        args = list(case.get("args", ()))
+        kwargs = dict(case.get("kwargs", {}))
+        slot = header["cases"][i]
+        try:
+            result = fn(*args, **kwargs)
+        except BaseException as e:  # noqa: BLE001
+            if isinstance(e, (KeyboardInterrupt, SystemExit)) and not trusted:
+                e = RuntimeError(f"{type(e).__name__} raised while running your function")
+            slot["error"] = _error_info(e, code_file, source)
+            _restore(snapshot, header)
+            continue
+        _restore(snapshot, header)
+        try:
+            obs = probe_fn(result, args, kwargs, fn) if probe_fn else {"result": result}
+            slot["obs"] = enc.encode(obs)
+        except WireError as e:
+            slot["error"] = {"type": "OutputLimit" if "exceed" in str(e) else "BadResult",
+                             "message": str(e), "traceback": ""}
+        except BaseException as e:  # noqa: BLE001 - the probe raised on this result
+            slot["error"] = {"type": type(e).__name__,
+                             "message": f"checking your result raised {type(e).__name__}: {str(e)[:300]}",
+                             "traceback": "", "in_probe": True}
+        _restore(snapshot, header)
+    del torch
+    return {"header": header, "encoder": enc}
+
+
+def _restore(snapshot: TorchSnapshot, header: dict[str, Any]) -> None:
+    changed = snapshot.restore()
+    for name in changed:
+        if name not in header["tampered"] and len(header["tampered"]) < 20:
+            header["tampered"].append(name)
+
+
+def run_output_job(payload: dict[str, Any]) -> dict[str, Any]:
+    enc = Encoder(max_bytes=1)
+    header: dict[str, Any] = {"status": "ok", "error": None, "cases": [], "tampered": []}
+    _seed(int(payload.get("seed", 0)))
+    source = payload["code"]
+    try:
+        _load(source, SNIPPET_FILE)
+    except SyntaxError as e:
+        header["status"] = "invalid"
+        header["error"] = _error_info(e, SNIPPET_FILE, source)
+    except BaseException as e:  # noqa: BLE001
+        header["status"] = "error"
+        header["error"] = _error_info(e, SNIPPET_FILE, source)
+    return {"header": header, "encoder": enc}
+
+
+def run_capabilities(payload: dict[str, Any]) -> dict[str, Any]:
+    """Asked once at start-up, in a job process, so the zygote never initialises CUDA."""
+    import torch
+
+    caps: dict[str, Any] = {"torch": torch.__version__, "cuda": None}
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        caps["cuda"] = {"name": props.name, "memory_mb": props.total_memory // (1 << 20),
+                        "count": torch.cuda.device_count(), "version": torch.version.cuda}
+    return {"header": {"status": "ok", "error": None, "cases": [], "tampered": [], "caps": caps},
+            "encoder": Encoder(max_bytes=1)}
+
+
+def run(payload: dict[str, Any], res_fd: int) -> None:
+    """Entry point in the job's PID 1 after lock-down. Writes one frame, then exits."""
+    import torch
+
+    threads = max(1, int(payload.get("threads", 1)))
+    torch.set_num_threads(threads)
+    if payload.get("requires") == "cuda" and payload.get("gpu_memory_fraction"):
+        torch.cuda.set_per_process_memory_fraction(float(payload["gpu_memory_fraction"]))
+    kind = payload["kind"]
+    try:
+        out = {"code": run_code_job, "output": run_output_job, "capabilities": run_capabilities}[kind](payload)
+        frame = out["encoder"].frame(out["header"])
+    except BaseException as e:  # noqa: BLE001 - a harness fault (e.g. a broken setup): report it
+        info = {"type": type(e).__name__, "message": str(e)[:500],
+                "traceback": "".join(traceback.format_exception(e))[-2000:]}
+        frame = Encoder(max_bytes=1).frame({"status": "harness", "error": info, "cases": [], "tampered": []})
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:  # noqa: BLE001
+        pass
+    view = memoryview(frame)
+    while view:
+        n = os.write(res_fd, view)
+        view = view[n:]
+    os.close(res_fd)
+    os._exit(0)

@@ -1,0 +1,186 @@
+"""The warm process: imports torch once, then forks one sandboxed job process per request.
+
+Protocol on the control socket (a Unix stream socket from the engine): each request is an
+8-byte little-endian length sent together with four file descriptors (ctl, result, stdout,
+stderr write ends), followed by that many bytes of JSON payload. The zygote forks a
+*supervisor*, which enters fresh namespaces and forks the job as PID 1 of its own PID
+namespace. The supervisor reports the job's host pid and, later, its exit status on `ctl`.
+
+CUDA is never initialised here: a CUDA context does not survive fork.
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import socket
+import struct
+import sys
+from typing import Any
+
+from . import sandbox
+
+NFDS = 4
+
+
+def _recv_request(sock: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
+    msg, fds, _flags, _addr = socket.recv_fds(sock, 8, NFDS)
+    if not msg:
+        return None
+    while len(msg) < 8:
+        more = sock.recv(8 - len(msg))
+        if not more:
+            return None
+        msg += more
+    (n,) = struct.unpack("<Q", msg)
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(min(1 << 20, n - len(buf)))
+        if not chunk:
+            return None
+        buf += chunk
+    return json.loads(buf), list(fds)
+
+
+def _write_line(fd: int, obj: dict[str, Any]) -> None:
+    data = (json.dumps(obj) + "\n").encode()
+    try:
+        os.write(fd, data)
+    except OSError:
+        pass
+
+
+def _baseline_vm_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def supervise(payload: dict[str, Any], fds: list[int], ctl_sock_fd: int, sandboxed: bool) -> None:
+    """Runs in the forked supervisor; never returns."""
+    ctl, res, out, err = fds
+    code = 70
+    try:
+        os.close(ctl_sock_fd)
+        sandbox.die_with_parent()
+        if sandboxed:
+            sandbox.enter_job_namespaces()
+        pid = os.fork()
+        if pid == 0:
+            _job_main(payload, ctl, res, out, err, sandboxed)
+        os.close(res)
+        os.close(out)
+        os.close(err)
+        _write_line(ctl, {"pid": pid})
+        _, status, usage = os.wait4(pid, 0)
+        _write_line(ctl, {"status": status, "cpu_s": usage.ru_utime + usage.ru_stime,
+                          "maxrss_kb": usage.ru_maxrss})
+        code = 0
+    except BaseException as e:  # noqa: BLE001 - report and die, the engine answers `internal`
+        _write_line(ctl, {"fatal": f"{type(e).__name__}: {e}"})
+    os._exit(code)
+
+
+def _job_main(payload: dict[str, Any], ctl: int, res: int, out: int, err: int, sandboxed: bool) -> None:
+    """The job's PID 1: isolate, limit, lock down, then hand over to the harness."""
+    try:
+        os.close(ctl)
+        limits = payload["limits"]
+        if sandboxed:
+            work = sandbox.setup_job_mounts(int(limits.get("scratch_mb", 64)))
+        else:
+            import tempfile
+            work = tempfile.mkdtemp(prefix="quiz-job-")
+        os.chdir(work)
+        devnull = os.open("/dev/null", os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(out, 1)
+        os.dup2(err, 2)
+        # Keep stdin/stdout/stderr and the result pipe; nothing else of the zygote's leaks in.
+        os.closerange(3, res)
+        os.closerange(res + 1, 65536)
+        os.environ.clear()
+        os.environ.update({"HOME": work, "TMPDIR": work, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8",
+                           "OMP_NUM_THREADS": str(payload.get("threads", 1)), "MPLBACKEND": "Agg"})
+        mem = int(limits["memory_mb"]) << 20
+        sandbox.set_limits(
+            cpu_s=int(limits["cpu_s"]),
+            memory_bytes=None if payload.get("requires") == "cuda" else _baseline_vm_bytes() + mem,
+            processes=int(limits["processes"]),
+            open_files=int(limits["open_files"]),
+            file_size_bytes=int(limits["file_size_mb"]) << 20,
+        )
+        if sandboxed:
+            sandbox.lock_down()
+        sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
+        sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        from . import harness
+
+        harness.run(payload, res)
+    except BaseException as e:  # noqa: BLE001
+        try:
+            os.write(2, f"runner: job setup failed: {type(e).__name__}: {e}\n".encode())
+        finally:
+            os._exit(71)
+    os._exit(0)
+
+
+def main() -> None:
+    ctl_fd = int(sys.argv[sys.argv.index("--fd") + 1])
+    drop = sys.argv[sys.argv.index("--uid") + 1] if "--uid" in sys.argv else "none"
+    sandboxed = "--unsandboxed" not in sys.argv
+    if sandboxed:
+        sandbox.die_with_parent()
+        sandbox.drop_privileges(None if drop == "none" else int(drop))
+    # Warm everything a job is likely to touch, without running any parallel torch work.
+    import torch
+    import torch.nn  # noqa: F401
+    import torch.nn.functional  # noqa: F401
+    import torch.autograd  # noqa: F401
+    import torch.utils.data  # noqa: F401
+    import torch.testing  # noqa: F401
+
+    from . import harness  # noqa: F401
+    from . import wire  # noqa: F401
+    torch.set_num_threads(1)
+    signal.signal(signal.SIGCHLD, lambda *_: _reap())
+    sock = socket.socket(fileno=ctl_fd)
+    sock.sendall(b"R")  # ready
+    while True:
+        try:
+            req = _recv_request(sock)
+        except InterruptedError:
+            continue
+        except (ConnectionError, OSError):
+            break
+        if req is None:
+            break
+        payload, fds = req
+        if len(fds) != NFDS:
+            for fd in fds:
+                os.close(fd)
+            continue
+        pid = os.fork()
+        if pid == 0:
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            supervise(payload, fds, sock.fileno(), sandboxed)
+        for fd in fds:
+            os.close(fd)
+    os._exit(0)
+
+
+def _reap() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+if __name__ == "__main__":
+    main()
