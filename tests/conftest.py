@@ -1,0 +1,23 @@
+"""Shared fixtures: one real, sandboxed runner for the whole session, reached over HTTP."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from runner.client import RunnerClient
+from runner.embedded import EmbeddedRunner
+
+
+@pytest.fixture(scope="session")
+def runner_service() -> Iterator[EmbeddedRunner]:
+    runner = EmbeddedRunner()
+    runner.start_blocking()
+    yield runner
+    runner.stop_blocking()
+
+
+@pytest.fixture(scope="session")
+def runner_client(runner_service: EmbeddedRunner) -> RunnerClient:
+    assert runner_service.client is not None
+    return runner_service.client
