@@ -399,7 +399,7 @@ class Engine:
         cases: list[dict[str, Any]] = []
         passed = 0
         first_error: dict[str, Any] | None = None
-        memory_hit = False
+        memory_hit = output_hit = False
         if sub is not None and sub.status == "ok" and not verdict:
             if len(sub.cases) != len(ref.cases):
                 verdict, message = "error", "your code interfered with the grading harness"
@@ -409,6 +409,8 @@ class Engine:
                         err = sc["error"]
                         if _is_memory_error(err):
                             memory_hit = True
+                        if err["type"] == "OutputLimit":
+                            output_hit = True
                         first_error = first_error or err
                         msg = (err["message"] if err.get("in_probe") or err["type"] in ("OutputLimit", "BadResult")
                                else f"raised {err['type']}: {err['message']}")
@@ -429,6 +431,8 @@ class Engine:
                         c["passed"] = False
                 elif memory_hit:
                     verdict, message = "memory", "memory limit exceeded"
+                elif output_hit:
+                    verdict, message = "output_limit", "the result is too large to check"
                 elif first_error is not None:
                     verdict = "error"
                     message = f"{first_error['type']}: {first_error['message']}"
