@@ -1,0 +1,97 @@
+"""Runner latency and throughput, warm (zygote) vs cold (a fresh sandboxed interpreter per job).
+
+Prints figures; the last line is
+`runner: warm_p50_ms=… cold_p50_ms=… speedup=… throughput_per_s=…`.
+Run: .venv/bin/python bench/runner.py [--warm N] [--cold N] [--seconds S] [--clients C]
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from runner.embedded import EmbeddedRunner  # noqa: E402
+from runner.engine import Engine  # noqa: E402
+
+JOB = {
+    "kind": "code",
+    "setup": "def make_cases():\n    return [{'args': (torch.randn(8, 8), torch.randn(8))} for _ in range(5)]\n",
+    "reference": "def solve(w, x):\n    return torch.relu(w @ x)\n",
+    "entrypoint": "solve",
+    "submission": "def solve(w, x):\n    return (w @ x).clamp(min=0)\n",
+}
+
+
+def pct(data: list[float], q: float) -> float:
+    data = sorted(data)
+    return data[min(len(data) - 1, int(q * len(data)))]
+
+
+async def warm(client, n: int) -> list[float]:
+    await client.grade(JOB)  # fill the reference cache, as a day's first answer does
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        r = await client.grade(JOB)
+        out.append((time.perf_counter() - t) * 1000)
+        assert r["verdict"] == "passed", r
+    return out
+
+
+async def cold(n: int) -> list[float]:
+    """Per-request sandbox: start a jailed interpreter, import torch, grade, tear down."""
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        async with Engine() as engine:
+            r = await engine.grade(JOB)
+        out.append((time.perf_counter() - t) * 1000)
+        assert r["verdict"] == "passed", r
+    return out
+
+
+async def throughput(client, seconds: float, clients: int) -> float:
+    done = 0
+    end = time.perf_counter() + seconds
+
+    async def worker() -> None:
+        nonlocal done
+        while time.perf_counter() < end:
+            r = await client.grade(JOB)
+            assert r["verdict"] == "passed", r
+            done += 1
+
+    t = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(clients)))
+    return done / (time.perf_counter() - t)
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--warm", type=int, default=50)
+    ap.add_argument("--cold", type=int, default=5)
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--clients", type=int, default=8)
+    args = ap.parse_args()
+    async with EmbeddedRunner() as client:
+        health = await client.health()
+        print(f"torch {health['torch']}, cuda {health['cuda']}, workers {health['workers']}, "
+              f"sandbox {'+'.join(health['sandbox'])}")
+        w = await warm(client, args.warm)
+        print(f"warm HTTP end-to-end: n={len(w)} p50={pct(w, .5):.1f} ms p95={pct(w, .95):.1f} ms")
+        tp = await throughput(client, args.seconds, args.clients)
+        print(f"throughput: {tp:.1f} gradings/s with {args.clients} concurrent clients")
+    c = await cold(args.cold)
+    print(f"cold (fresh sandboxed interpreter per job): n={len(c)} p50={statistics.median(c):.0f} ms")
+    speedup = statistics.median(c) / pct(w, .5)
+    print(f"runner: warm_p50_ms={pct(w, .5):.1f} cold_p50_ms={statistics.median(c):.0f} "
+          f"speedup={speedup:.0f}x throughput_per_s={tp:.1f}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

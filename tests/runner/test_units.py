@@ -1,0 +1,126 @@
+"""The trusted pieces on their own: wire decoding of hostile frames, comparison, config, start-up checks."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from runner.compare import compare
+from runner.config import ConfigError, Limits, load_config
+from runner.wire import MAGIC, Decoder, Encoder, WireError, split_frame
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def roundtrip(value):
+    enc = Encoder(max_bytes=1 << 20)
+    node = enc.encode(value)
+    header, blobs = split_frame(enc.frame({"v": node}))
+    return Decoder(header, blobs).decode(header["v"])
+
+
+def test_wire_roundtrip_keeps_values_dtypes_and_shapes() -> None:
+    t = torch.arange(12, dtype=torch.float32).view(3, 4).t()  # non-contiguous on purpose
+    got = roundtrip({"t": t, "b": torch.tensor([True, False]), "n": None, "f": math.nan, "i": 2**70,
+                     "s": "héllo", "l": [1, (2.5, "x")], "e": torch.empty(0, 3, dtype=torch.int64),
+                     "h": torch.ones(2, dtype=torch.bfloat16), "d": torch.float16})
+    assert got["t"].shape == (4, 3) and torch.equal(got["t"].data, t)
+    assert got["b"].dtype == "bool" and got["b"].data.tolist() == [True, False]
+    assert got["n"] is None and math.isnan(got["f"]) and got["i"] == 2**70
+    assert got["l"] == [1, (2.5, "x")] and got["s"] == "héllo"
+    assert got["e"].shape == (0, 3) and got["h"].data.dtype == torch.bfloat16
+    assert got["d"] == "float16"
+
+
+@pytest.mark.parametrize("frame", [
+    b"", b"XXXX" + b"\0" * 8, MAGIC + struct.pack("<I", 100) + b"{}",
+    MAGIC + struct.pack("<I", 5) + b"[1,2]",
+])
+def test_malformed_frames_are_rejected(frame: bytes) -> None:
+    with pytest.raises(WireError):
+        split_frame(frame)
+
+
+@pytest.mark.parametrize("node", [
+    {"t": "tensor", "kind": "Tensor", "dtype": "float32", "shape": [4], "blob": 0},   # size mismatch
+    {"t": "tensor", "kind": "Tensor", "dtype": "object", "shape": [1], "blob": 0},    # bad dtype
+    {"t": "tensor", "kind": "Tensor", "dtype": "float32", "shape": [-1], "blob": 0},  # bad shape
+    {"t": "pickle", "v": "cos\nsystem\n"},                                             # unknown type
+    {"t": "int", "v": "9" * 10000},                                                    # huge int
+    {"t": "list", "v": [{"t": "list", "v": []}] * 3, "x": 1} | {"v": None},            # not a list
+])
+def test_hostile_nodes_are_rejected(node: dict) -> None:
+    header = {"blobs": [[0, 3]]}
+    with pytest.raises(WireError):
+        Decoder(header, memoryview(b"abc")).decode(node)
+
+
+def test_deep_nesting_is_rejected() -> None:
+    node: dict = {"t": "none"}
+    for _ in range(100):
+        node = {"t": "list", "v": [node]}
+    with pytest.raises(WireError):
+        Decoder({"blobs": []}, memoryview(b"")).decode(node)
+
+
+def test_blob_table_pointing_outside_the_frame_is_rejected() -> None:
+    with pytest.raises(WireError):
+        Decoder({"blobs": [[0, 100]]}, memoryview(b"abc"))
+
+
+def test_comparison_messages_never_contain_expected_values() -> None:
+    exp = roundtrip({"result": torch.tensor([123.456, 789.0])})
+    got = roundtrip({"result": torch.tensor([1.0, 2.0])})
+    msg = compare(exp, got, rtol=1e-5, atol=1e-8, path="")
+    assert "values differ" in msg and "123" not in msg and "789" not in msg
+    assert compare(roundtrip(41), roundtrip(42), rtol=0, atol=0, path="") == ": wrong value"
+    assert "expected a bool" in compare(roundtrip(True), roundtrip(1), rtol=0, atol=0, path="x")
+    assert compare(roundtrip(1.0), roundtrip(1), rtol=0, atol=0, path="x") == ""
+
+
+def test_limits_are_clamped_to_the_server_maxima() -> None:
+    maxima = Limits(wall_s=30, memory_mb=4096)
+    got = Limits().clamp({"wall_s": 999, "memory_mb": 100}, maxima)
+    assert got.wall_s == 30 and got.memory_mb == 100 and got.cpu_s == 10
+
+
+def test_config_reports_every_problem_with_its_key(tmp_path: Path) -> None:
+    p = tmp_path / "runner.yaml"
+    p.write_text("port: eighty\nworkers: 2\nmaxima:\n  wall_s: -1\n  bogus: 3\ncolour: red\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(p)
+    text = str(e.value)
+    for needle in ("port: expected int", "maxima.wall_s: expected a positive number", "maxima.bogus: unknown limit",
+                   "colour: unknown setting"):
+        assert needle in text
+    p.write_text("workers: [\n")
+    with pytest.raises(ConfigError):
+        load_config(p)
+
+
+def _health(*extra: str, path: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PATH=path, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "runner", "health", *extra], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=120)
+
+
+def test_refuses_to_start_without_a_sandbox(tmp_path: Path) -> None:
+    r = _health(path=str(tmp_path))  # no bwrap on this PATH
+    assert r.returncode == 2
+    assert "bubblewrap" in r.stderr and "allow_unsandboxed" in r.stderr
+
+
+def test_unsandboxed_only_when_the_config_allows_it_and_loudly(tmp_path: Path) -> None:
+    cfg = tmp_path / "runner.yaml"
+    cfg.write_text("allow_unsandboxed: true\n")
+    r = _health("--config", str(cfg), path=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["sandboxed"] is False
+    assert "RUNNING UNSANDBOXED" in r.stderr
