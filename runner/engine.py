@@ -140,6 +140,7 @@ class Engine:
     def __init__(self, config: RunnerConfig | None = None) -> None:
         self.config = config or RunnerConfig()
         self.zygote: Zygote | None = None
+        self.plan: sandbox.JailPlan | None = None
         self.features: list[str] = []
         self.sandboxed = False
         self.caps: dict[str, Any] = {"torch": None, "cuda": None}
@@ -237,7 +238,8 @@ class Engine:
         zygote = await self._ensure_zygote()
         payload = dict(payload, limits=limits.as_dict(), threads=self.config.threads_per_job,
                        gpu_memory_fraction=self.config.gpu_memory_fraction,
-                       max_observation_bytes=self.config.max_observation_mb << 20)
+                       max_observation_bytes=self.config.max_observation_mb << 20,
+                       tmp_is_scratch=self.plan.tmp_is_scratch if self.plan else False)
         raw = RawRun(cpu_limit=float(limits.cpu_s))
         pipes = [os.pipe() for _ in range(4)]  # ctl, result, stdout, stderr
         for r, _w in pipes:

@@ -36,7 +36,7 @@ CLONE_NEWNET = 0x40000000
 NS_FLAGS = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET
 
 MS_NOSUID, MS_NODEV, MS_NOEXEC = 2, 4, 8
-MS_REC, MS_PRIVATE = 0x4000, 1 << 18
+MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 1 << 18
 
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
@@ -46,7 +46,8 @@ PR_SET_NO_NEW_PRIVS = 38
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 SECCOMP_MODE_FILTER = 2
 
-SANDBOX_UID = 65534  # when the runner is root, jobs run as host uid `nobody`
+SANDBOX_UID = 65534
+SCRATCH = "/scratch"  # each job's private tmpfs; also mounted at /tmp where possible  # when the runner is root, jobs run as host uid `nobody`
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 
@@ -79,6 +80,7 @@ class JailPlan:
     features: list[str] = field(default_factory=list)
     sandboxed: bool = True
     drop_to_uid: int | None = None
+    tmp_is_scratch: bool = True
 
 
 def _interpreter_paths() -> list[str]:
@@ -135,25 +137,31 @@ def bwrap_argv(package_root: str, *, gpu: bool) -> JailPlan:
               "/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/alternatives"):
         if os.path.exists(f):
             argv += ["--ro-bind", f, f]
-    for p in _interpreter_paths():
-        argv += _dir_chain(p) + ["--ro-bind", p, p]
     pkg = os.path.join(package_root, "runner")
-    argv += _dir_chain(pkg) + ["--ro-bind", pkg, pkg]
+    binds = _interpreter_paths() + [pkg]
+    # Jobs get /scratch, and /tmp too unless the code itself lives under /tmp (a checkout in
+    # /tmp): a tmpfs there would hide the interpreter, so /tmp then stays read-only.
+    tmp_free = not any(b == "/tmp" or b.startswith("/tmp/") for b in binds)
+    if tmp_free:
+        argv += ["--tmpfs", "/tmp"]
+    for p in binds:
+        argv += _dir_chain(p) + ["--ro-bind", p, p]
     # Host /proc for the zygote (trusted); each job mounts a private one on top.
-    argv += ["--bind", "/proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
+    argv += ["--perms", "0755", "--dir", SCRATCH,
+             "--bind", "/proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm"]
     if gpu:
         for dev in sorted(Path("/dev").glob("nvidia*")):
             argv += ["--dev-bind", str(dev), str(dev)]
         argv += ["--ro-bind-try", "/sys", "/sys"]
         features.append("gpu")
     argv += ["--remount-ro", "/dev", "--remount-ro", "/"]
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": package_root, "HOME": "/tmp", "LANG": "C.UTF-8",
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": package_root, "HOME": SCRATCH, "LANG": "C.UTF-8",
            "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-           "OPENBLAS_NUM_THREADS": "1", "TORCHINDUCTOR_CACHE_DIR": "/tmp/inductor",
+           "OPENBLAS_NUM_THREADS": "1", "TORCHINDUCTOR_CACHE_DIR": SCRATCH + "/inductor",
            "MPLBACKEND": "Agg", "PYTHONUNBUFFERED": "1"}
     for k, v in env.items():
         argv += ["--setenv", k, v]
-    return JailPlan(argv_prefix=argv + ["--"], features=features, drop_to_uid=drop)
+    return JailPlan(argv_prefix=argv + ["--"], features=features, drop_to_uid=drop, tmp_is_scratch=tmp_free)
 
 
 def probe_jail(plan: JailPlan) -> None:
@@ -166,7 +174,7 @@ def probe_jail(plan: JailPlan) -> None:
             "    try:\n"
             "        s.enter_job_namespaces(); c = os.fork()\n"
             "        if c == 0:\n"
-            "            s.setup_job_mounts(1); s.lock_down(); os._exit(0)\n"
+            f"            s.setup_job_mounts(1, {plan.tmp_is_scratch!r}); s.lock_down(); os._exit(0)\n"
             "        os._exit(os.waitstatus_to_exitcode(os.waitpid(c, 0)[1]))\n"
             "    except BaseException as e:\n"
             "        print(e, file=sys.stderr); os._exit(3)\n"
@@ -213,14 +221,16 @@ def _mount(src: str, target: str, fstype: str | None, flags: int, data: str | No
            f"mount {target}")
 
 
-def setup_job_mounts(scratch_mb: int) -> str:
-    """In the job's PID 1: private /proc, scratch /tmp and /dev/shm. Returns the scratch dir."""
+def setup_job_mounts(scratch_mb: int, tmp_too: bool) -> str:
+    """In the job's PID 1: private /proc, scratch (and /tmp) and /dev/shm. Returns the work dir."""
     _mount("none", "/", None, MS_REC | MS_PRIVATE, None)
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
-    _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={scratch_mb}m,mode=1777,nr_inodes=4096")
+    _mount("tmpfs", SCRATCH, "tmpfs", MS_NOSUID | MS_NODEV, f"size={scratch_mb}m,mode=1777,nr_inodes=4096")
+    if tmp_too:
+        _mount(SCRATCH, "/tmp", None, MS_BIND, None)
     if os.path.isdir("/dev/shm"):
         _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, f"size={scratch_mb}m,mode=1777")
-    work = "/tmp/work"
+    work = SCRATCH + "/work"
     os.mkdir(work, 0o777)
     return work
 

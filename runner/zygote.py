@@ -87,7 +87,7 @@ def _job_main(payload: dict[str, Any], ctl: int, res: int, out: int, err: int, s
         os.close(ctl)
         limits = payload["limits"]
         if sandboxed:
-            work = sandbox.setup_job_mounts(int(limits.get("scratch_mb", 64)))
+            work = sandbox.setup_job_mounts(int(limits.get("scratch_mb", 64)), bool(payload.get("tmp_is_scratch", True)))
         else:
             import tempfile
             work = tempfile.mkdtemp(prefix="quiz-job-")

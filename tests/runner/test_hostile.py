@@ -90,9 +90,9 @@ async def test_filling_scratch_stops_at_its_size(runner_client: RunnerClient) ->
 
 
 async def test_scratch_is_private_and_wiped(runner_client: RunnerClient) -> None:
-    write = hostile("open('/tmp/secret-from-job-a', 'w').write('a')")
+    write = hostile("open('/scratch/secret-from-job-a', 'w').write('a')")
     assert (await runner_client.grade(write))["verdict"] == "passed"
-    read = hostile("assert not os.path.exists('/tmp/secret-from-job-a'), 'saw the previous job'")
+    read = hostile("assert not os.path.exists('/scratch/secret-from-job-a'), 'saw the previous job'")
     assert (await runner_client.grade(read))["verdict"] == "passed"
 
 
@@ -223,12 +223,12 @@ async def test_huge_tensor_result_hits_the_output_limit(runner_client: RunnerCli
 
 
 async def test_concurrent_jobs_cannot_see_or_signal_each_other(runner_client: RunnerClient) -> None:
-    victim = hostile("open('/tmp/victim-was-here', 'w').write('1')\ntime.sleep(0.5)", limits={"wall_s": 6})
+    victim = hostile("open('/scratch/victim-was-here', 'w').write('1')\ntime.sleep(0.5)", limits={"wall_s": 6})
     attacker_body = (
         "import glob\ntime.sleep(0.5)\nfound = []\n"
         "for p in glob.glob('/proc/[0-9]*/cmdline'):\n    found.append(p)\n"
         "assert len(found) <= 2, found\n"
-        "assert not os.path.exists('/tmp/victim-was-here'), 'saw the other job scratch'\n"
+        "assert not os.path.exists('/scratch/victim-was-here'), 'saw the other job scratch'\n"
         "for pid in range(2, 5000):\n    try:\n        os.kill(pid, 9)\n    except OSError:\n        pass\n")
     attacker = hostile(attacker_body, limits={"wall_s": 6})
     v, a = await asyncio.gather(runner_client.grade(victim), runner_client.grade(attacker))
