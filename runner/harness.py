@@ -61,13 +61,35 @@ def _load(source: str, filename: str) -> dict[str, Any]:
     return g
 
 
+# Names a probe or a comparison leans on. Changing them is tampering; other attributes may
+# legitimately change when code imports torch submodules lazily (torch._dynamo rewraps
+# torch.manual_seed, for one), so those are only put back, never held against the player.
+_TENSOR_CRITICAL = {
+    "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__bool__", "__len__", "__getitem__",
+    "__repr__", "__format__", "__float__", "__int__", "eq", "ne", "equal", "allclose", "isclose",
+    "all", "any", "item", "tolist", "data_ptr", "untyped_storage", "storage_offset", "stride", "size",
+    "dim", "numel", "is_contiguous", "grad", "requires_grad", "detach", "clone", "contiguous", "to",
+    "cpu", "sum", "abs", "sub", "__sub__", "max", "min", "isnan", "shape", "dtype", "device",
+    "backward", "register_hook", "is_leaf", "grad_fn", "view", "reshape",
+}
+_CRITICAL = {
+    "torch": {"allclose", "equal", "isclose", "eq", "ne", "all", "any", "is_tensor", "is_same_size",
+              "isnan", "abs", "sub", "max", "min", "testing", "autograd", "Tensor", "tensor", "as_tensor"},
+    "torch.Tensor": _TENSOR_CRITICAL,
+    "torch._C.TensorBase": _TENSOR_CRITICAL,
+    "torch.nn.Module": {"state_dict", "parameters", "named_parameters", "buffers", "named_buffers",
+                        "children", "modules", "named_modules", "__call__", "_call_impl", "train", "eval"},
+    "torch.autograd": {"grad", "backward", "gradcheck", "Function"},
+}
+
+
 class TorchSnapshot:
     """Identity snapshot of the attributes a probe relies on.
 
     A submission may monkeypatch `torch.allclose`, `Tensor.__eq__`, ... in its own process.
     Comparison happens in the parent, so that alone cannot make it pass; but a probe that uses
-    torch could be fooled, so before each probe the originals are put back and the tampering is
-    reported as a failure.
+    torch could be fooled, so before each probe the originals are put back, and a change to a
+    name in `_CRITICAL` (or anything in `builtins`, `math`, `torch.testing`) is reported.
     """
 
     def __init__(self) -> None:
@@ -83,24 +105,24 @@ class TorchSnapshot:
         self.saved = [(name, obj, dict(vars(obj))) for name, obj in self.targets]
 
     def restore(self) -> list[str]:
-        changed: list[str] = []
+        """Put changed attributes back; return the tampered critical names."""
+        tampered: list[str] = []
         for name, obj, saved in self.saved:
             current = vars(obj)
+            critical = _CRITICAL.get(name)
             for key, value in saved.items():
-                if current.get(key, _MISSING) is not value:
-                    changed.append(f"{name}.{key}")
-                    try:
-                        setattr(obj, key, value)
-                    except (AttributeError, TypeError):
-                        pass
-            for key in [k for k in current if k not in saved]:
-                if not key.startswith("__") and name not in ("builtins",):
-                    changed.append(f"{name}.{key}")
-                    try:
-                        delattr(obj, key)
-                    except (AttributeError, TypeError):
-                        pass
-        return changed
+                if current.get(key, _MISSING) is value:
+                    continue
+                if critical is None or key in critical:
+                    tampered.append(f"{name}.{key}")
+                try:
+                    setattr(obj, key, value)
+                except (AttributeError, TypeError):
+                    pass
+            if critical is None and name != "builtins":
+                # new names in math / torch.testing / F are suspicious; torch may grow submodules
+                tampered += [f"{name}.{k}" for k in current if k not in saved and not k.startswith("__")]
+        return tampered
 
 
 _MISSING = object()

@@ -170,3 +170,11 @@ async def test_cuda_job_runs_on_the_gpu(runner_client: RunnerClient) -> None:
     setup = "def make_cases():\n    return [{'args': (torch.randn(64, 64, device='cuda'),)}]\n"
     r = await runner_client.grade(job("def solve(x):\n    return x.t()\n", setup=setup, requires="cuda"))
     assert r["verdict"] == "passed", r
+
+
+async def test_importing_torch_submodules_is_not_mistaken_for_tampering(runner_client: RunnerClient) -> None:
+    # torch._dynamo rewraps torch.manual_seed when imported; that is not the player's doing
+    sub = ("import torch.func\nimport torch.fx\n\ndef solve(x):\n    import torch._dynamo\n"
+           "    return torch.func.vmap(lambda r: r)(x).t()\n")
+    r = await runner_client.grade(job(sub))
+    assert r["verdict"] == "passed", r
