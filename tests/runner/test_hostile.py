@@ -130,20 +130,38 @@ async def test_killing_the_parent_hurts_nobody_else(runner_client: RunnerClient)
     assert r["verdict"] in ("passed", "error"), r
 
 
-async def test_setsid_child_does_not_outlive_the_job(runner_client: RunnerClient) -> None:
-    marker = "quiz-orphan-marker"
-    body = (f"if os.fork() == 0:\n    os.setsid()\n    sys.argv[0] = '{marker}'\n    time.sleep(60)\n"
-            "    os._exit(0)")
-    r = await grade_then_recover(runner_client, hostile(body))
-    assert r["verdict"] == "passed"
-    await asyncio.sleep(0.3)
+def _processes_named(name: str) -> list[str]:
+    found = []
     for pid in os.listdir("/proc"):
         if pid.isdigit():
             try:
-                status = open(f"/proc/{pid}/status").read()
+                if open(f"/proc/{pid}/comm").read().strip() == name:
+                    found.append(pid)
             except OSError:
                 continue
-            assert "NSpid" not in status or "\tsleep" not in status
+    return found
+
+
+async def test_setsid_child_does_not_outlive_the_job(runner_client: RunnerClient) -> None:
+    marker = "quizorphan"
+    body = ("if os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+            "        import ctypes\n        ctypes.CDLL(None).prctl(15, b'" + marker + "', 0, 0, 0)\n"
+            "        signal.signal(signal.SIGTERM, signal.SIG_IGN)\n        time.sleep(60)\n    os._exit(0)\n"
+            "time.sleep(0.3)")
+    j = hostile(body)
+    during = asyncio.ensure_future(runner_client.grade(j))
+    seen_alive = False
+    for _ in range(100):
+        await asyncio.sleep(0.05)
+        seen_alive = seen_alive or bool(_processes_named(marker))
+        if during.done():
+            break
+    r = await during
+    assert r["verdict"] == "passed", r
+    assert seen_alive, "the test's orphan never started, so it proves nothing"
+    await asyncio.sleep(0.3)
+    assert _processes_named(marker) == [], "a setsid'd grandchild outlived its job"
+    assert (await runner_client.grade(job(CORRECT)))["verdict"] == "passed"
 
 
 async def test_ignoring_sigterm_does_not_help(runner_client: RunnerClient) -> None:
