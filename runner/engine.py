@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__, sandbox
+from .cgroups import JobCgroups, JobGroup
 from .compare import compare
 from .config import Limits, RunnerConfig
 from .wire import Decoder, WireError, split_frame
@@ -141,6 +142,7 @@ class Engine:
         self.config = config or RunnerConfig()
         self.zygote: Zygote | None = None
         self.plan: sandbox.JailPlan | None = None
+        self.cgroups: JobCgroups | None = None
         self.features: list[str] = []
         self.sandboxed = False
         self.caps: dict[str, Any] = {"torch": None, "cuda": None}
@@ -181,6 +183,8 @@ class Engine:
         if sandbox.seccomp_supported():
             self.features.append("seccomp")
         self.sandboxed = True
+        self.cgroups = JobCgroups.detect() if self.config.cgroups else None
+        self.features.append(self.cgroups.feature if self.cgroups else "rss-watchdog")
         return plan
 
     async def start(self) -> None:
@@ -200,6 +204,8 @@ class Engine:
     async def close(self) -> None:
         if self.zygote is not None:
             await self.zygote.stop()
+        if self.cgroups is not None:
+            self.cgroups.close()
 
     async def _ensure_zygote(self) -> Zygote:
         async with self.restart_lock:
@@ -244,13 +250,14 @@ class Engine:
         pipes = [os.pipe() for _ in range(4)]  # ctl, result, stdout, stderr
         for r, _w in pipes:
             os.set_blocking(r, False)
-        write_ends = [w for _r, w in pipes]
+        go_r, go_w = os.pipe()
+        write_ends = [w for _r, w in pipes] + [go_r]
         read_ends = [r for r, _w in pipes]
         started = time.monotonic()
         try:
             await zygote.submit(json.dumps(payload).encode(), write_ends)
         except OSError as e:
-            for fd in write_ends + read_ends:
+            for fd in write_ends + read_ends + [go_w]:
                 os.close(fd)
             raw.fatal = f"could not reach the warm worker: {e}"
             if zygote.proc is not None and zygote.proc.returncode is None:
@@ -258,7 +265,8 @@ class Engine:
             return raw
         for fd in write_ends:
             os.close(fd)
-        await Supervisor(raw, read_ends, limits, self.config.max_observation_mb << 20).run()
+        group = self.cgroups.create(int(limits.memory_mb) << 20, int(limits.processes)) if self.cgroups else None
+        await Supervisor(raw, read_ends, go_w, group, limits, self.config.max_observation_mb << 20).run()
         raw.wall_ms = (time.monotonic() - started) * 1000
         return raw
 
@@ -514,8 +522,11 @@ class Engine:
 class Supervisor:
     """Watches one sandboxed process from the outside: pid, time, output, memory."""
 
-    def __init__(self, raw: RawRun, fds: list[int], limits: Limits, max_result: int) -> None:
+    def __init__(self, raw: RawRun, fds: list[int], go_fd: int, group: JobGroup | None, limits: Limits,
+                 max_result: int) -> None:
         self.raw, self.limits = raw, limits
+        self.go_fd: int | None = go_fd
+        self.group = group
         self.ctl, self.res, self.out, self.err = fds
         self.max_result = max_result + (1 << 20)
         self.max_output = int(limits.output_kb) << 10
@@ -585,6 +596,12 @@ class Supervisor:
                 self.pidfd = os.pidfd_open(self.pid)
             except OSError:
                 self.pidfd = None
+            try:
+                if self.group is not None:
+                    self.group.add(self.pid)
+            except OSError as e:
+                log.warning("could not move job %s into its cgroup: %s", self.pid, e)
+            self._release_go(b"G")
         elif "status" in msg:
             self.raw.status = int(msg["status"])
             self.raw.cpu_s = float(msg.get("cpu_s", 0.0))
@@ -592,6 +609,15 @@ class Supervisor:
         elif "fatal" in msg:
             self.raw.fatal = f"sandbox setup failed: {msg['fatal']}"
             self.done.set()
+
+    def _release_go(self, byte: bytes) -> None:
+        if self.go_fd is not None:
+            try:
+                os.write(self.go_fd, byte)
+            except OSError:
+                pass
+            os.close(self.go_fd)
+            self.go_fd = None
 
     def _rss_bytes(self) -> int:
         """Resident memory of the job's whole process tree (covers CUDA jobs, which have no RLIMIT_AS)."""
@@ -632,7 +658,10 @@ class Supervisor:
                     await asyncio.wait_for(self.done.wait(), timeout=min(0.1, remaining))
                 except asyncio.TimeoutError:
                     pass
-                if self.pid is not None and not self.done.is_set():
+                if self.group is not None and self.group.hit_memory_limit():
+                    self.raw.memory_exceeded = True  # the kernel killed one of the job's processes
+                    self.kill()
+                elif self.pid is not None and not self.done.is_set():
                     rss = self._rss_bytes()
                     if baseline is None:
                         baseline = rss
@@ -649,10 +678,15 @@ class Supervisor:
             while self.open_fds - {self.ctl} and self.loop.time() < end:
                 await asyncio.sleep(0.005)
         finally:
+            self._release_go(b"")
             for fd in list(self.open_fds):
                 self._close(fd)
             if self.pidfd is not None:
                 os.close(self.pidfd)
+            if self.group is not None:
+                if self.group.hit_memory_limit():
+                    self.raw.memory_exceeded = True
+                self.group.remove()
         raw = self.raw
         raw.frame = bytes(self.bufs[self.res]) or None
         raw.stdout = bytes(self.bufs[self.out])

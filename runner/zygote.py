@@ -1,8 +1,8 @@
 """The warm process: imports torch once, then forks one sandboxed job process per request.
 
 Protocol on the control socket (a Unix stream socket from the engine): each request is an
-8-byte little-endian length sent together with four file descriptors (ctl, result, stdout,
-stderr write ends), followed by that many bytes of JSON payload. The zygote forks a
+8-byte little-endian length sent together with five file descriptors (ctl, result, stdout,
+stderr write ends, and the read end of a "go" pipe), followed by that many bytes of JSON payload. The zygote forks a
 *supervisor*, which enters fresh namespaces and forks the job as PID 1 of its own PID
 namespace. The supervisor reports the job's host pid and, later, its exit status on `ctl`.
 
@@ -10,6 +10,7 @@ CUDA is never initialised here: a CUDA context does not survive fork.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import resource
@@ -21,7 +22,7 @@ from typing import Any
 
 from . import sandbox
 
-NFDS = 4
+NFDS = 5
 
 
 def _recv_request(sock: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
@@ -58,7 +59,7 @@ def _baseline_vm_bytes() -> int:
 
 def supervise(payload: dict[str, Any], fds: list[int], ctl_sock_fd: int, sandboxed: bool) -> None:
     """Runs in the forked supervisor; never returns."""
-    ctl, res, out, err = fds
+    ctl, res, out, err, go = fds
     code = 70
     try:
         os.close(ctl_sock_fd)
@@ -67,10 +68,9 @@ def supervise(payload: dict[str, Any], fds: list[int], ctl_sock_fd: int, sandbox
             sandbox.enter_job_namespaces()
         pid = os.fork()
         if pid == 0:
-            _job_main(payload, ctl, res, out, err, sandboxed)
-        os.close(res)
-        os.close(out)
-        os.close(err)
+            _job_main(payload, ctl, res, out, err, go, sandboxed)
+        for fd in (res, out, err, go):
+            os.close(fd)
         _write_line(ctl, {"pid": pid})
         _, status, usage = os.wait4(pid, 0)
         _write_line(ctl, {"status": status, "cpu_s": usage.ru_utime + usage.ru_stime,
@@ -81,7 +81,8 @@ def supervise(payload: dict[str, Any], fds: list[int], ctl_sock_fd: int, sandbox
     os._exit(code)
 
 
-def _job_main(payload: dict[str, Any], ctl: int, res: int, out: int, err: int, sandboxed: bool) -> None:
+def _job_main(payload: dict[str, Any], ctl: int, res: int, out: int, err: int, go: int,
+              sandboxed: bool) -> None:
     """The job's PID 1: isolate, limit, lock down, then hand over to the harness."""
     try:
         os.close(ctl)
@@ -96,9 +97,12 @@ def _job_main(payload: dict[str, Any], ctl: int, res: int, out: int, err: int, s
         os.dup2(devnull, 0)
         os.dup2(out, 1)
         os.dup2(err, 2)
-        # Keep stdin/stdout/stderr and the result pipe; nothing else of the zygote's leaks in.
-        os.closerange(3, res)
-        os.closerange(res + 1, 65536)
+        # Keep stdin/stdout/stderr, the result pipe (3) and the go pipe (4); nothing else leaks in.
+        res_hi, go_hi = fcntl.fcntl(res, fcntl.F_DUPFD, 1000), fcntl.fcntl(go, fcntl.F_DUPFD, 1000)
+        os.dup2(res_hi, 3)
+        os.dup2(go_hi, 4)
+        os.closerange(5, 65536)
+        res, go = 3, 4
         os.environ.clear()
         os.environ.update({"HOME": work, "TMPDIR": work, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8",
                            "OMP_NUM_THREADS": str(payload.get("threads", 1)), "MPLBACKEND": "Agg"})
@@ -112,6 +116,10 @@ def _job_main(payload: dict[str, Any], ctl: int, res: int, out: int, err: int, s
         )
         if sandboxed:
             sandbox.lock_down()
+        # Wait until the engine has put us in our cgroups (if any) before untrusted code runs.
+        if os.read(go, 1) != b"G":
+            os._exit(72)
+        os.close(go)
         sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
         sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
         signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -124,3 +124,17 @@ def test_unsandboxed_only_when_the_config_allows_it_and_loudly(tmp_path: Path) -
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["sandboxed"] is False
     assert "RUNNING UNSANDBOXED" in r.stderr
+
+
+async def test_without_cgroups_the_rss_watchdog_catches_memory_spread_over_children() -> None:
+    from runner.config import RunnerConfig
+    from runner.engine import Engine
+    from tests.runner.jobs import CORRECT, hostile, job
+
+    body = ("for _ in range(8):\n    if os.fork() == 0:\n        b = bytearray(200 << 20)\n"
+            "        b[::4096] = b'x' * len(b[::4096])\n        time.sleep(30)\ntime.sleep(30)")
+    async with Engine(RunnerConfig(cgroups=False)) as engine:
+        assert "rss-watchdog" in engine.health()["sandbox"]
+        r = await engine.grade(hostile(body, limits={"memory_mb": 512, "wall_s": 8}))
+        assert r["verdict"] == "memory", r
+        assert (await engine.grade(job(CORRECT)))["verdict"] == "passed"
