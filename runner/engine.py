@@ -56,6 +56,7 @@ class RawRun:
     fatal: str = ""
     wall_ms: float = 0.0
     cpu_limit: float = 0.0
+    queue_ms: float = 0.0
 
     @property
     def signal(self) -> int | None:
@@ -233,10 +234,13 @@ class Engine:
 
     # ------------------------------------------------------------------ one sandboxed process
     async def _run(self, payload: dict[str, Any], limits: Limits) -> RawRun:
+        queued = time.monotonic()
         async with self.slots:
             self.busy += 1
             try:
-                return await self._run_unlocked(payload, limits)
+                raw = await self._run_unlocked(payload, limits)
+                raw.queue_ms = (time.monotonic() - queued) * 1000 - raw.wall_ms
+                return raw
             finally:
                 self.busy -= 1
 
@@ -311,7 +315,7 @@ class Engine:
             result = await self._grade_code(job, limits)
         result["job_id"] = str(job.get("job_id", ""))[:200]
         total = (time.monotonic() - received) * 1000
-        result["timings"] = {"total_ms": round(total, 1)}
+        result["timings"] = dict(result.get("timings", {}), total_ms=round(total, 1))
         result["runner"] = {"version": __version__, "torch": self.caps.get("torch"),
                             "cuda": (self.caps.get("cuda") or {}).get("name"),
                             "sandbox": "+".join(self.features)}
@@ -470,6 +474,7 @@ class Engine:
         res["total_cases"] = len(ref.cases)
         res["score"] = round(passed / len(ref.cases), 4) if ref.cases else 0.0
         _attach_output(res, raw)
+        res["timings"] = {"queue_ms": round(raw.queue_ms, 1), "run_ms": round(raw.wall_ms, 1)}
         return res
 
     def _process_verdict(self, raw: RawRun, judged: Judged | None, *, trusted: bool) -> tuple[str, str, dict | None]:
