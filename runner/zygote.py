@@ -86,6 +86,9 @@ def _job_main(payload: dict[str, Any], ctl: int, res: int, out: int, err: int, g
     """The job's PID 1: isolate, limit, lock down, then hand over to the harness."""
     try:
         os.close(ctl)
+        # Own session and process group: kill(0, …) or killpg from the job reaches only the job,
+        # never the zygote whose group it was forked in.
+        os.setsid()
         limits = payload["limits"]
         if sandboxed:
             work = sandbox.setup_job_mounts(int(limits.get("scratch_mb", 64)), bool(payload.get("tmp_is_scratch", True)))

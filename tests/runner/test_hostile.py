@@ -7,12 +7,22 @@ from __future__ import annotations
 import asyncio
 import os
 
+import aiohttp
 import pytest
 
 from runner.client import RunnerClient
 from tests.runner.jobs import CORRECT, hostile, job
 
 pytestmark = pytest.mark.asyncio
+
+
+async def _metric(client: RunnerClient, name: str) -> float:
+    async with aiohttp.ClientSession() as s:
+        async with s.get(client.url + "/metrics") as resp:
+            for line in (await resp.text()).splitlines():
+                if line.startswith(name + " "):
+                    return float(line.split()[1])
+    raise AssertionError(f"no metric {name}")
 
 
 async def grade_then_recover(client: RunnerClient, j: dict) -> dict:
@@ -124,8 +134,10 @@ async def test_cannot_read_the_runners_environment_or_token(runner_client: Runne
 
 
 async def test_killing_the_parent_hurts_nobody_else(runner_client: RunnerClient) -> None:
-    body = "os.kill(os.getppid(), 9)\nos.kill(-1, 9)\nos.kill(1, 9)"
+    body = "os.kill(os.getppid(), 9)\nos.kill(0, 9)\nos.killpg(0, 9)\nos.kill(-1, 9)\nos.kill(1, 9)"
+    before = await _metric(runner_client, "runner_zygote_restarts_total")
     r = await grade_then_recover(runner_client, hostile(body))
+    assert await _metric(runner_client, "runner_zygote_restarts_total") == before, "the warm worker was killed"
     # we are PID 1 of our own namespace: kill(-1) reaches no one else, kill(1) is ignored by init
     assert r["verdict"] in ("passed", "error"), r
 
