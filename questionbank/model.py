@@ -32,6 +32,8 @@ class WrongAnswer:
 
     code: str
     why: str = ""
+    # line of the entry in its YAML file, so the checker can point at the mistake itself
+    line: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,8 @@ class Item:
     # where it came from, for file:line messages
     source_file: str = ""
     source_line: int = 0
+    # line of each field in the YAML file (e.g. {"reference": 42}), for the checker's messages
+    lines: dict[str, int] = field(default_factory=dict, compare=False)
 
     @property
     def chapter(self) -> int:
@@ -86,3 +90,9 @@ class Item:
     @property
     def location(self) -> str:
         return f"{self.source_file}:{self.source_line}" if self.source_file else self.id
+
+    def location_of(self, name: str) -> str:
+        """`file:line` of one field (falls back to the item's own line)."""
+        if not self.source_file:
+            return self.id
+        return f"{self.source_file}:{self.lines.get(name, self.source_line)}"

@@ -1,0 +1,245 @@
+"""`python -m questionbank check` through the real, sandboxed runner (the `runner_client` fixture).
+
+Deliberately broken items are written to tmp_path; each kind of breakage must be reported,
+and the shipped bank must pass the same gate.
+"""
+from __future__ import annotations
+
+import io
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from questionbank.check import CheckReport, Finding, check_items, run_check
+from questionbank.loader import load_bank, load_items
+from questionbank.model import Item
+
+OUTLINE_IDS = {"2.1.2.a.1", "2.1.2.a.3", "2.2.1.a.1"}
+
+
+class StubOutline:
+    def exists(self, question_id: str) -> bool:
+        return question_id in OUTLINE_IDS
+
+
+def code_item(item_id: str, *, setup: str, reference: str, wrong: list[tuple[str, str]], starter: str = "") -> str:
+    """YAML for one code item with entrypoint `solve(x)`."""
+    def block(source: str, indent: int) -> str:
+        return textwrap.indent(textwrap.dedent(source).strip("\n") + "\n", " " * indent)
+
+    starter = starter or "def solve(x):\n    raise NotImplementedError"
+    wrong_yaml = "".join(f"      - why: {why}\n        code: |\n{block(code, 10)}" for why, code in wrong)
+    return (
+        f"  - id: {item_id}\n"
+        "    outline: [2.1.2.a.1]\n    kind: code\n    difficulty: 1\n    tags: [test]\n    requires: cpu\n"
+        "    limits: {wall_s: 5, cpu_s: 5}\n"
+        "    title: {zh: 标题, en: Title}\n    prompt: {zh: 题目, en: Prompt}\n    explanation: {zh: 解释, en: Why}\n"
+        "    entrypoint: solve\n"
+        f"    starter: |\n{block(starter, 6)}"
+        f"    setup: |\n{block(setup, 6)}"
+        f"    reference: |\n{block(reference, 6)}"
+        f"    wrong:\n{wrong_yaml}"
+    )
+
+
+def output_item(item_id: str, snippet: str) -> str:
+    body = textwrap.indent(textwrap.dedent(snippet).strip("\n") + "\n", " " * 6)
+    return (
+        f"  - id: {item_id}\n"
+        "    outline: [2.2.1.a.1]\n    kind: output\n    difficulty: 1\n    tags: [test]\n    requires: cpu\n"
+        "    limits: {wall_s: 5, cpu_s: 5}\n"
+        "    title: {zh: 标题, en: Title}\n    prompt: {zh: 题目, en: Prompt}\n    explanation: {zh: 解释, en: Why}\n"
+        f"    snippet: |\n{body}"
+    )
+
+
+SETUP = """
+def make_cases():
+    return [
+        {"name": "example", "args": (torch.arange(6.0).reshape(2, 3),), "example": True},
+        {"name": "hidden", "args": (torch.randn(4, 5),)},
+        {"name": "hidden 3-D", "args": (torch.randn(2, 3, 4),)},
+    ]
+"""
+DOUBLE = "def solve(x):\n    return x * 2\n"
+ITEMS = {
+    "good-double": code_item("good-double", setup=SETUP, reference=DOUBLE,
+                             wrong=[("adds one", "def solve(x):\n    return x + 1\n")]),
+    "broken-reference": code_item("broken-reference", setup=SETUP,
+                                  reference="def solve(x):\n    return x.view(-1, 3) * 2\n",
+                                  wrong=[("adds one", "def solve(x):\n    return x + 1\n")]),
+    "wrong-that-passes": code_item("wrong-that-passes", setup=SETUP, reference=DOUBLE,
+                                   wrong=[("adds x to itself", "def solve(x):\n    return x + x\n"),
+                                          ("adds one", "def solve(x):\n    return x + 1\n")]),
+    "dumb-that-passes": code_item("dumb-that-passes", setup=SETUP,
+                                  reference="def solve(x):\n    return x.clone()\n",
+                                  wrong=[("adds one", "def solve(x):\n    return x + 1\n")]),
+    "wrong-for-the-wrong-reason": code_item("wrong-for-the-wrong-reason", setup=SETUP, reference=DOUBLE,
+                                            wrong=[("not a function", "solve = 2\n")]),
+    "examples-only": code_item("examples-only", reference=DOUBLE,
+                               setup="def make_cases():\n    return [{'args': (torch.arange(3.0),), 'example': True}]\n",
+                               wrong=[("adds one", "def solve(x):\n    return x + 1\n")]),
+    "good-output": output_item("good-output", "import torch\nprint(torch.ones(2, 1) + torch.ones(3))\n"),
+    "random-output": output_item("random-output", "import time\nprint(time.time_ns())\n"),
+    "silent-output": output_item("silent-output", "import torch\nx = torch.ones(2)\n"),
+    "failing-output": output_item("failing-output", "import torch\nprint(torch.ones(2) + torch.ones(3))\n"),
+}
+
+
+@pytest.fixture(scope="module")
+def broken_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("bank") / "broken.yaml"
+    path.write_text("items:\n" + "".join(ITEMS.values()), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def broken_items(broken_file: Path) -> list[Item]:
+    items, problems = load_items([broken_file], outline=StubOutline())
+    assert problems == [], [str(p) for p in problems]
+    assert [i.id for i in items] == list(ITEMS)
+    return items
+
+
+def messages(report: CheckReport, item_id: str) -> list[str]:
+    return [f.message for f in report.for_item(item_id) if f.severity == "error"]
+
+
+async def test_check_reports_each_kind_of_breakage(runner_client: Any, broken_items: list[Item]) -> None:
+    report = await check_items(broken_items, runner_client)
+    assert not report.ok
+
+    assert messages(report, "good-double") == []
+    assert messages(report, "good-output") == []
+
+    [ref] = messages(report, "broken-reference")
+    assert ref.startswith("the reference does not pass: ")
+
+    assert messages(report, "wrong-that-passes") == [
+        "wrong answer 1 (adds x to itself) passes; the hidden cases do not catch it"]
+
+    dumb = messages(report, "dumb-that-passes")
+    assert "the dumb answer 'return the first input' passes; the hidden cases do not catch it" in dumb
+
+    [reason] = messages(report, "wrong-for-the-wrong-reason")
+    assert reason.startswith("wrong answer 1 (not a function) is invalid") and "fails for the wrong reason" in reason
+
+    assert messages(report, "examples-only") == ["make_cases() has no hidden case (every case is an example)"]
+
+    [nondet] = messages(report, "random-output")
+    assert nondet.startswith("the snippet is not deterministic: two runs printed different output")
+    assert messages(report, "silent-output") == ["the snippet prints nothing, so there is nothing to predict"]
+    [failing] = messages(report, "failing-output")
+    assert failing.startswith("the snippet does not run cleanly: error")
+
+    # compiler-style locations: the wrong answer's own line, the item's reference or snippet line
+    by_id = {i.id: i for i in broken_items}
+    wrong_line = by_id["wrong-that-passes"].wrong[0].line
+    located = [f for f in report.for_item("wrong-that-passes") if f.severity == "error"]
+    assert located[0].location == f"{by_id['wrong-that-passes'].source_file}:{wrong_line}"
+    assert str(located[0]).startswith(f"{located[0].location}: wrong-that-passes: wrong answer 1")
+    text = report.format()
+    assert text.splitlines()[-1].startswith("check: FAILED: 10 items (6 code, 4 output), ")
+
+
+async def test_check_command_through_a_runner_url(runner_client: Any, broken_file: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI path: load from files (real outline), grade through --runner URL, exit non-zero."""
+    good = broken_file.parent / "good.yaml"
+    good.write_text("items:\n" + ITEMS["good-double"].replace("good-double", "good-double-cli")
+                    + ITEMS["good-output"].replace("good-output", "good-output-cli"), encoding="utf-8")
+    out = io.StringIO()
+    code = await run_check([str(good)], runner_url=runner_client.url, token=runner_client.token, out=out)
+    assert code == 0, out.getvalue()
+    assert out.getvalue().splitlines()[-1].startswith("check: ok: 2 items (1 code, 1 output), 11 runner jobs, 0 errors")
+
+    out = io.StringIO()
+    monkeypatch.setenv("RUNNER_TOKEN", runner_client.token)
+    code = await run_check([str(broken_file)], runner_url=runner_client.url, out=out)
+    assert code == 1
+    lines = out.getvalue().splitlines()
+    assert any("wrong-that-passes: wrong answer 1 (adds x to itself) passes" in line for line in lines)
+    assert lines[-1].startswith("check: FAILED: 10 items")
+
+    out = io.StringIO()
+    bad_yaml = broken_file.parent / "bad.yaml"
+    bad_yaml.write_text("items:\n  - id: [\n", encoding="utf-8")
+    code = await run_check([str(bad_yaml)], runner_url=runner_client.url, token=runner_client.token, out=out)
+    assert code == 1 and "bad.yaml:3: YAML syntax error" in out.getvalue()
+
+
+async def test_the_bank_passes_check(runner_client: Any) -> None:
+    """The shipped items pass the gate CI relies on: references pass, wrong and dumb answers fail."""
+    report = await check_items(list(load_bank()), runner_client)
+    assert report.ok, report.format()
+    assert report.kinds.get("code", 0) >= 3 and report.kinds.get("output", 0) >= 3
+
+
+# --------------------------------------------------------------------------------------------
+# the checker's logic with a fake client (no runner needed)
+
+
+class AlwaysPasses:
+    """A runner that says yes to everything: every wrong and dumb answer must then be flagged."""
+
+    def __init__(self) -> None:
+        self.jobs: list[dict[str, Any]] = []
+
+    async def grade(self, job: dict[str, Any]) -> dict[str, Any]:
+        self.jobs.append(job)
+        return {"verdict": "passed", "stdout": "same\n", "cases": [
+            {"index": 0, "name": "a", "example": True, "passed": True},
+            {"index": 1, "name": "b", "example": False, "passed": True}]}
+
+
+class Unreachable:
+    async def grade(self, job: dict[str, Any]) -> dict[str, Any]:
+        raise ConnectionError("no route to the runner")
+
+
+async def test_everything_passing_flags_every_wrong_starter_and_dumb_answer(broken_items: list[Item]) -> None:
+    item = next(i for i in broken_items if i.id == "good-double")
+    client = AlwaysPasses()
+    report = await check_items([item], client, concurrency=2)
+    got = [f.message for f in report.findings]
+    assert "wrong answer 1 (adds one) passes; the hidden cases do not catch it" in got
+    assert "the starter code passes; the hidden cases do not catch it" in got
+    assert sum("the dumb answer" in m for m in got) == 6
+    assert report.jobs == len(client.jobs) == 1 + 1 + 1 + 6
+    assert {j["submission"] for j in client.jobs[1:]}.isdisjoint({item.reference})
+
+
+async def test_an_unreachable_runner_is_a_finding_not_a_crash(broken_items: list[Item]) -> None:
+    report = await check_items(broken_items[:1], Unreachable())
+    assert not report.ok
+    assert report.findings[0].message.startswith("the reference does not pass: internal; the runner could not grade it")
+
+
+def test_finding_text() -> None:
+    assert str(Finding("a.yaml:3", "x", "it broke")) == "a.yaml:3: x: it broke"
+    assert str(Finding("a.yaml:3", "x", "hmm", "warning")) == "a.yaml:3: warning: x: hmm"
+
+
+def test_cli_try_grades_through_the_runner(runner_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """`try ID FILE --runner URL`: verdict and per-case lines; exit 0 only when it passed."""
+    from questionbank.__main__ import main
+
+    monkeypatch.setenv("RUNNER_TOKEN", runner_client.token)
+    bank = load_bank()
+    item = bank.get("minmax-scale-keepdim")
+    good, bad = tmp_path / "good.py", tmp_path / "bad.py"
+    good.write_text(item.reference, encoding="utf-8")
+    bad.write_text(item.wrong[0].code, encoding="utf-8")
+    assert main(["try", item.id, str(good), "--runner", runner_client.url]) == 0
+    assert capsys.readouterr().out.startswith("passed: 8/8")
+    assert main(["try", item.id, str(bad), "--runner", runner_client.url]) == 1
+    out = capsys.readouterr().out
+    assert "✗ rows of a square matrix (hidden): failed" in out and "✓ int64 input (hidden): passed" in out
+
+    guess = tmp_path / "guess.txt"
+    guess.write_text("torch.Size([3,  4])\ntorch.Size([2, 3, 5])\n", encoding="utf-8")
+    assert main(["try", "broadcasting-shapes", str(guess), "--runner", runner_client.url]) == 1
+    assert "failed: the output differs" in capsys.readouterr().out
