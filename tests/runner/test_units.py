@@ -138,3 +138,44 @@ async def test_without_cgroups_the_rss_watchdog_catches_memory_spread_over_child
         r = await engine.grade(hostile(body, limits={"memory_mb": 512, "wall_s": 8}))
         assert r["verdict"] == "memory", r
         assert (await engine.grade(job(CORRECT)))["verdict"] == "passed"
+
+
+async def test_a_killed_warm_worker_is_replaced_and_grading_goes_on() -> None:
+    import signal as sig
+
+    from runner.engine import Engine
+    from tests.runner.jobs import CORRECT, job
+
+    async with Engine() as engine:
+        assert (await engine.grade(job(CORRECT)))["verdict"] == "passed"
+        assert engine.zygote is not None and engine.zygote.proc is not None
+        engine.zygote.proc.send_signal(sig.SIGKILL)
+        await engine.zygote.proc.wait()
+        r = await engine.grade(job(CORRECT))
+        assert r["verdict"] in ("passed", "internal")  # a job racing the crash is the runner's fault
+        assert (await engine.grade(job(CORRECT)))["verdict"] == "passed"
+        assert engine.metrics["zygote_restarts"] == 1
+
+
+async def test_a_full_queue_answers_503_with_retry_after(tmp_path: Path) -> None:
+    import asyncio
+
+    import aiohttp
+
+    from runner.embedded import EmbeddedRunner
+    from tests.runner.jobs import hostile
+
+    cfg = tmp_path / "runner.yaml"
+    cfg.write_text("queue_size: 1\nworkers: 1\n")
+    slow = hostile("time.sleep(0.5)", limits={"wall_s": 5})
+    async with EmbeddedRunner(config_path=str(cfg)) as client:
+        headers = {"Authorization": f"Bearer {client.token}"}
+        async with aiohttp.ClientSession() as s:
+            async def post() -> tuple[int, str | None]:
+                async with s.post(client.url + "/v1/grade", json=slow, headers=headers) as resp:
+                    await resp.read()
+                    return resp.status, resp.headers.get("Retry-After")
+            results = await asyncio.gather(*(post() for _ in range(3)))
+    statuses = sorted(status for status, _ in results)
+    assert statuses[0] == 200 and 503 in statuses
+    assert all(retry for status, retry in results if status == 503)
