@@ -1,0 +1,100 @@
+"""Turn a chat message into an answer for the open round's item.
+
+Players paste code the way chat apps make easy: ```python fences, bare ``` fences, several
+blocks (joined in order), inline `code`, or the raw text of a platform form. Choice items take
+option keys ("b", "A, C", "(a) and (d)"). Rejections carry the message shown to the player.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from questionbank.model import Item
+
+DEFAULT_MAX_CHARS = 20_000
+
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n?(.*?)```", re.DOTALL)
+_INLINE = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
+
+
+class AnswerRejected(ValueError):
+    """An answer the core will not grade; `str(exc)` is the reply for the player."""
+
+
+@dataclass(frozen=True)
+class ParsedAnswer:
+    content: str  # what is stored and graded: code, output text, or sorted option keys
+    source: str  # fenced | inline | plain | options
+
+
+def code_blocks(text: str) -> list[str]:
+    """The bodies of every fenced block, in order. An unclosed last fence runs to the end."""
+    blocks = [body for _lang, body in _FENCE.findall(text)]
+    rest = _FENCE.sub("", text)
+    if rest.count("```") == 1:  # an unclosed fence: a chat app cut the message, keep what is there
+        tail = rest.split("```", 1)[1]
+        first, _, body = tail.partition("\n")
+        blocks.append(body if first.strip().isidentifier() or not first.strip() else tail)
+    return [b.strip("\n") for b in blocks if b.strip()]
+
+
+def looks_like_answer(text: str, kind: str, option_keys: tuple[str, ...] = ()) -> bool:
+    """Should a plain chat message (not `/quiz answer`) count as an answer? Code fences and
+    inline code always do; a bare option key does for choice items. Chatter does not."""
+    if "```" in text or _INLINE.search(text):
+        return True
+    if kind == "choice" and option_keys:
+        try:
+            parse_choice(text, option_keys)
+            return True
+        except AnswerRejected:
+            return False
+    return False
+
+
+def parse_choice(text: str, option_keys: tuple[str, ...]) -> list[str]:
+    keys = {k.lower(): k for k in option_keys}
+    cleaned = re.sub(r"\b(and|und|or|et|和|与)\b", " ", text.strip().strip("`").lower())
+    tokens = [t for t in re.split(r"[\s,;/()\[\]、，.&+]+", cleaned) if t]
+    if not tokens:
+        raise AnswerRejected("Your answer is empty: reply with the option key(s), e.g. `b` or `a, c`.")
+    unknown = [t for t in tokens if t not in keys]
+    if unknown:
+        raise AnswerRejected(
+            f"`{unknown[0]}` is not one of the options ({', '.join(option_keys)}): "
+            "reply with the option key(s), e.g. `b` or `a, c`.")
+    return sorted({keys[t] for t in tokens})
+
+
+def parse_answer(text: str, item: Item, *, explicit: bool = True,
+                 max_chars: int = DEFAULT_MAX_CHARS) -> ParsedAnswer:
+    """Extract the gradable content. `explicit` is True for `/quiz answer` and forms, where plain
+    text is the answer; a chat message needs a code block (see `looks_like_answer`)."""
+    if text is None or not text.strip():
+        raise AnswerRejected("Your answer is empty: paste your code in a ```python block.")
+    if len(text) > max_chars:
+        raise AnswerRejected(
+            f"Your answer is {len(text):,} characters; the limit is {max_chars:,}. "
+            "Send only the function the question asks for.")
+    if item.kind == "choice":
+        keys = tuple(o.key for o in item.options)
+        body = "\n".join(code_blocks(text)) if "```" in text else text
+        return ParsedAnswer(",".join(parse_choice(body, keys)), "options")
+    if "```" in text:
+        blocks = code_blocks(text)
+        if not blocks:
+            raise AnswerRejected("Your code block is empty.")
+        return ParsedAnswer("\n\n".join(blocks) + "\n", "fenced")
+    inline = _INLINE.findall(text)
+    if item.kind == "output":
+        if inline and not explicit:
+            return ParsedAnswer("\n".join(inline), "inline")
+        if inline and len(inline) == 1 and text.strip() == f"`{inline[0]}`":
+            return ParsedAnswer(inline[0], "inline")
+        return ParsedAnswer(text.strip("\n"), "plain")
+    # code items
+    if explicit:
+        return ParsedAnswer(text.strip("\n") + "\n", "plain")
+    if inline:
+        return ParsedAnswer("\n".join(inline) + "\n", "inline")
+    raise AnswerRejected("Paste your code in a ```python block (or use `/quiz answer`).")

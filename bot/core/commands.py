@@ -1,0 +1,518 @@
+"""The `/quiz` commands, the same on every platform.
+
+Adapters pass the text after `/quiz` (slash-command options joined with spaces); this module
+parses it, checks the actor's rights *here* (never in an adapter) and returns Messages.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, replace
+from datetime import date, time, timedelta
+from typing import TYPE_CHECKING, Awaitable, Callable
+
+from .leaderboards import leaderboard, player_card, render_board, render_card
+from .models import (PERIODS, WEEKDAY_NAMES, Actor, Attachment, Block, Channel, ChannelRef, Message, Schedule,
+                     denied, error, info)
+from .roles import Right, allowed, refusal
+from .scheduler import local_date, next_posting, week_bounds, zone
+from .summaries import build_digest, digest_chart, export_csv, period_bounds, render_digest
+
+if TYPE_CHECKING:
+    from .service import QuizService
+
+try:
+    from questionbank.render import render_explanation, render_item
+except ImportError:  # pragma: no cover
+    from .service import render_explanation, render_item  # type: ignore
+
+
+@dataclass
+class Ctx:
+    actor: Actor
+    where: ChannelRef
+    name: str
+    args: list[str]
+    rest: str  # the raw text after the command name (answers keep their newlines)
+
+
+Handler = Callable[["CommandRouter", Ctx], Awaitable[list[Message]]]
+
+HELP = {
+    "help": ("player", "help", "this list"),
+    "answer": ("player", "answer <code or text>", "answer the open round (a ```python block, output text or option keys)"),
+    "leaderboard": ("player", "leaderboard [round|week|topic|month|all]", "standings (default: week)"),
+    "me": ("player", "me", "your points, solved rounds, streak, strongest and weakest chapters"),
+    "schedule": ("moderator", "schedule [HH:MM] [Area/City] [mon-fri|daily|mon,wed] [8h] [zh|en] [ramp=on|off]",
+                 "show or change when rounds open and how long they stay open"),
+    "enable": ("moderator", "enable", "start the quiz in this channel"),
+    "disable": ("moderator", "disable", "stop the quiz in this channel (scores are kept)"),
+    "week": ("moderator", "week add <chapter[.section]> [start] [end] [title] | week list | week cancel <id>",
+             "topic weeks: restrict the picks to a chapter or section for a date range"),
+    "post": ("moderator", "post [item-id]", "open a round now (a picked item, or the given one)"),
+    "skip": ("moderator", "skip", "skip the open round (not scored) or, with none open, the next scheduled one"),
+    "close": ("moderator", "close", "close the open round now and reveal the answer"),
+    "bank": ("moderator", "bank [search <words> | show <item-id> | chapter <n>]", "browse and preview the bank"),
+    "summary": ("manager", "summary [week|month] [last]", "digest with a chart"),
+    "export": ("manager", "export [week|month|all] [last]", "CSV of every scored answer"),
+}
+# who may *change* things; reading a schedule or the week list is open to everyone
+RIGHTS: dict[str, Right] = {name: spec[0] for name, spec in HELP.items()}  # type: ignore[misc]
+PERIOD_ALIASES = {"round": "round", "today": "round", "week": "week", "topic": "topic", "month": "month",
+                  "all": "all", "alltime": "all", "all-time": "all", "total": "all"}
+
+
+class CommandRouter:
+    def __init__(self, service: "QuizService") -> None:
+        self.svc = service
+
+    @property
+    def roles(self):  # noqa: ANN201
+        return self.svc.settings.roles
+
+    async def dispatch(self, actor: Actor, where: ChannelRef, text: str) -> list[Message]:
+        text = (text or "").strip()
+        if text.startswith("/quiz"):
+            text = text[5:].strip()
+        if not text:
+            return await self.help(Ctx(actor, where, "help", [], ""))
+        name, _, rest = text.partition(" ")
+        if "\n" in name:  # "answer\n```..." typed on two lines
+            name, _, more = name.partition("\n")
+            rest = more + (" " + rest if rest else "")
+        name = name.lower()
+        handler = getattr(self, f"cmd_{name}", None) if name in HELP else None
+        if handler is None:
+            close = difflib.get_close_matches(name, list(HELP), n=1)
+            hint = f" Did you mean `/quiz {close[0]}`?" if close else ""
+            return [error(f"Unknown command `/quiz {name}`.{hint} `/quiz help` lists them.")]
+        ctx = Ctx(actor, where, name, rest.split(), rest)
+        right = RIGHTS[name]
+        if name in ("schedule", "week") and self._read_only(ctx):
+            right = "player"
+        if not allowed(actor, right, self.roles):
+            return [denied(refusal(name, right))]
+        return await handler(ctx)
+
+    @staticmethod
+    def _read_only(ctx: Ctx) -> bool:
+        return not ctx.args or (ctx.name == "week" and ctx.args[0].lower() == "list")
+
+    async def _channel(self, ctx: Ctx) -> Channel | None:
+        ch = await self.svc.store.channels.by_ref(ctx.where)
+        return ch if ch and ch.enabled else None
+
+    def _not_enabled(self) -> list[Message]:
+        return [error("The quiz is not enabled in this channel. A moderator can turn it on with `/quiz enable`.")]
+
+    # ------------------------------------------------------------------ everyone
+
+    async def help(self, ctx: Ctx) -> list[Message]:
+        return await self.cmd_help(ctx)
+
+    async def cmd_help(self, ctx: Ctx) -> list[Message]:
+        lines = []
+        for name, (right, usage, what) in HELP.items():
+            if allowed(ctx.actor, right, self.roles):  # type: ignore[arg-type]
+                tag = "" if right == "player" else f" ({right})"
+                lines.append(f"/quiz {usage}{tag}\n    {what}")
+        return [Message(kind="help", title="Quiz commands", blocks=[Block("\n".join(lines))], ephemeral=True)]
+
+    async def cmd_answer(self, ctx: Ctx) -> list[Message]:
+        if not ctx.rest.strip():
+            form = await self.svc.answer_form(ctx.where)
+            if form is None:
+                return await self.svc.submit(ctx.actor, ctx.where, "")  # the right refusal (no round / disabled)
+            form.blocks = [Block("Paste your answer after `/quiz answer` (a ```python block for code).")]
+            form.ephemeral = True
+            return [form]
+        return await self.svc.submit(ctx.actor, ctx.where, ctx.rest, explicit=True)
+
+    async def cmd_leaderboard(self, ctx: Ctx) -> list[Message]:
+        ch = await self._channel(ctx)
+        if ch is None:
+            return self._not_enabled()
+        word = ctx.args[0].lower() if ctx.args else "week"
+        period = PERIOD_ALIASES.get(word)
+        if period is None:
+            return [error(f"Unknown period `{word}`: use one of {', '.join(PERIODS)}.")]
+        board = await leaderboard(self.svc.store, ch, period, self.svc.clock.now(),
+                                  limit=self.svc.settings.leaderboard_size)
+        return [Message(kind="leaderboard", title=f"Leaderboard: {board.title}", blocks=[Block(render_board(board))],
+                        data={"period": period, "rows": [r.__dict__ for r in board.rows]})]
+
+    async def cmd_me(self, ctx: Ctx) -> list[Message]:
+        ch = await self._channel(ctx)
+        if ch is None:
+            return self._not_enabled()
+        pid = await self.svc.store.players.find(ctx.actor.platform, ctx.actor.user_id)
+        card = await player_card(self.svc.store, ch, pid, self.svc.clock.now()) if pid else None
+        if card is None:
+            return [info("You have not answered in this channel yet. Answer the open round to get on the board!",
+                         ephemeral=True)]
+        players = await self.svc.db.fetchone(
+            "SELECT COUNT(*) FROM (SELECT player_id FROM player_months WHERE channel_id = ? GROUP BY player_id"
+            " HAVING SUM(attempts) > 0)", (ch.id,))
+        return [Message(kind="card", title=f"{card.name} in #{ch.ref.name or ch.ref.channel}",
+                        blocks=[Block(render_card(card, int(players[0])))], ephemeral=True, data=card.__dict__)]
+
+    # ------------------------------------------------------------------ moderators
+
+    async def cmd_enable(self, ctx: Ctx) -> list[Message]:
+        ch = await self.svc.enable(ctx.where)
+        nxt = next_posting(ch.schedule, self.svc.clock.now())
+        when = f" Next round: {nxt.astimezone(zone(ch.schedule.timezone)):%a %d %b %H:%M}." if nxt else ""
+        return [info(f"The quiz is on in this channel: {ch.schedule.describe()}.{when} "
+                     "Change it with `/quiz schedule`, or open a round now with `/quiz post`.", title="Quiz enabled")]
+
+    async def cmd_disable(self, ctx: Ctx) -> list[Message]:
+        ch = await self.svc.store.channels.by_ref(ctx.where)
+        if ch is None or not ch.enabled:
+            return [error("The quiz is not enabled in this channel.")]
+        async with self.svc.db.transaction():
+            await self.svc.store.channels.set_enabled(ch.id, False)
+        rnd = await self.svc.store.rounds.open_in(ch.id)
+        if rnd is not None:
+            await self.svc.close_round(rnd, status="closed", by=ctx.actor.display)
+        return [info("The quiz is off in this channel; scores are kept. `/quiz enable` turns it back on.",
+                     title="Quiz disabled")]
+
+    async def cmd_schedule(self, ctx: Ctx) -> list[Message]:
+        ch = await self._channel(ctx)
+        if ch is None:
+            return self._not_enabled()
+        if not ctx.args:
+            nxt = next_posting(ch.schedule, self.svc.clock.now())
+            when = f"\nNext round: {nxt.astimezone(zone(ch.schedule.timezone)):%a %d %b %H:%M}" if nxt else ""
+            return [info(f"{ch.schedule.describe()}{when}", title="Schedule")]
+        sched, problems = parse_schedule(ctx.args, ch.schedule)
+        if problems:
+            return [error("Schedule not changed:\n" + "\n".join(f"- {p}" for p in problems)
+                          + f"\nUsage: /quiz {HELP['schedule'][1]}")]
+        await self.svc.set_schedule(ch, sched)
+        nxt = next_posting(sched, self.svc.clock.now())
+        when = f" Next round: {nxt.astimezone(zone(sched.timezone)):%a %d %b %H:%M}." if nxt else ""
+        return [info(f"Schedule: {sched.describe()}.{when}", title="Schedule updated")]
+
+    async def cmd_week(self, ctx: Ctx) -> list[Message]:
+        ch = await self._channel(ctx)
+        if ch is None:
+            return self._not_enabled()
+        today = local_date(ch.schedule, self.svc.clock.now())
+        sub = ctx.args[0].lower() if ctx.args else "list"
+        if sub == "list":
+            weeks = await self.svc.store.weeks.upcoming(ch.id, today)
+            if not weeks:
+                return [info("No topic weeks planned. `/quiz week add 3` makes next week about chapter 3.")]
+            return [info("\n".join(f"#{w.id}: {w.start} to {w.end}: {w.title or 'chapter ' + w.scope}"
+                                   f"{'  (running)' if w.covers(today) else ''}" for w in weeks), title="Topic weeks")]
+        if sub == "cancel":
+            if len(ctx.args) < 2 or not ctx.args[1].lstrip("#").isdigit():
+                return [error("Usage: /quiz week cancel <id> (see `/quiz week list`).")]
+            w = await self.svc.store.weeks.get(int(ctx.args[1].lstrip("#")))
+            if w is None or w.channel_id != ch.id or w.cancelled:
+                return [error(f"No topic week #{ctx.args[1].lstrip('#')} in this channel.")]
+            async with self.svc.db.transaction():
+                await self.svc.store.weeks.cancel(w.id)
+            return [info(f"Topic week #{w.id} ({w.title or w.scope}) cancelled.")]
+        if sub != "add":
+            return [error(f"Usage: /quiz {HELP['week'][1]}")]
+        return await self._week_add(ctx, ch, today)
+
+    async def _week_add(self, ctx: Ctx, ch: Channel, today: date) -> list[Message]:
+        args = ctx.args[1:]
+        if not args or not re.fullmatch(r"\d+(\.\d+)?", args[0]):
+            return [error("Usage: /quiz week add <chapter[.section]> [this|next|YYYY-MM-DD] [YYYY-MM-DD] [title]")]
+        scope = args[0]
+        items = [it for it in self.svc.bank.items.values()
+                 if (it.section == scope if "." in scope else str(it.chapter) == scope)]
+        if not items:
+            return [error(f"The bank has no items in {'section' if '.' in scope else 'chapter'} {scope}.")]
+        rest = args[1:]
+        start, end = week_bounds(today + timedelta(days=7))
+        dates: list[date] = []
+        while rest and (rest[0].lower() in ("this", "next") or re.fullmatch(r"\d{4}-\d{2}-\d{2}", rest[0])):
+            word = rest.pop(0).lower()
+            if word == "this":
+                dates.extend(week_bounds(today))
+            elif word == "next":
+                dates.extend(week_bounds(today + timedelta(days=7)))
+            else:
+                try:
+                    dates.append(date.fromisoformat(word))
+                except ValueError:
+                    return [error(f"`{word}` is not a date (YYYY-MM-DD).")]
+        if len(dates) == 1:
+            start, end = dates[0], dates[0] + timedelta(days=6)
+        elif len(dates) >= 2:
+            start, end = dates[0], dates[-1]
+        if end < start:
+            return [error(f"The topic week ends ({end}) before it starts ({start}).")]
+        title = " ".join(rest) or outline_title(scope) or f"chapter {scope}"
+        playable = sum(1 for it in items if self.svc.playable(it))
+        async with self.svc.db.transaction():
+            wid = await self.svc.store.weeks.add(ch.id, scope, title, start, end, ctx.actor.display)
+        note = "" if playable else " (none of its items can be graded by the configured runners: picks fall back to the whole bank)"
+        return [info(f"Topic week #{wid}: {title}, {start} to {end}; {playable} playable items.{note}",
+                     title="Topic week added")]
+
+    async def cmd_post(self, ctx: Ctx) -> list[Message]:
+        ch = await self._channel(ctx)
+        if ch is None:
+            return self._not_enabled()
+        item = None
+        if ctx.args:
+            item = self.svc.bank.items.get(ctx.args[0])
+            if item is None:
+                close = difflib.get_close_matches(ctx.args[0], list(self.svc.bank.items), n=3)
+                return [error(f"No item `{ctx.args[0]}` in the bank."
+                              + (f" Did you mean {', '.join(close)}?" if close else ""))]
+            if not self.svc.playable(item):
+                return [error(f"`{item.id}` needs a {item.requires} runner, and none is configured.")]
+        rnd = await self.svc.open_round(ch, item=item, by=ctx.actor.display)
+        if rnd is None:
+            return [error("No question could be picked: the bank has nothing the configured runners can grade.")]
+        return [info(f"Round #{rnd.id} is open ({rnd.item_id}).", ephemeral=True)]
+
+    async def cmd_close(self, ctx: Ctx) -> list[Message]:
+        ch = await self._channel(ctx)
+        if ch is None:
+            return self._not_enabled()
+        rnd = await self.svc.store.rounds.open_in(ch.id)
+        if rnd is None:
+            return [error("There is no open round to close.")]
+        await self.svc.close_round(rnd, status="closed", by=ctx.actor.display)
+        return [info(f"Round #{rnd.id} closed.", ephemeral=True)]
+
+    async def cmd_skip(self, ctx: Ctx) -> list[Message]:
+        ch = await self._channel(ctx)
+        if ch is None:
+            return self._not_enabled()
+        rnd = await self.svc.store.rounds.open_in(ch.id)
+        if rnd is not None:
+            await self.svc.close_round(rnd, status="skipped", by=ctx.actor.display)
+            return [info(f"Round #{rnd.id} skipped; its answers are not scored.", ephemeral=True)]
+        now = self.svc.clock.now()
+        nxt = next_posting(ch.schedule, now)
+        if nxt is None:
+            return [error("No round is open and none is scheduled.")]
+        day = local_date(ch.schedule, nxt)
+        async with self.svc.db.transaction():
+            rid = await self.svc.store.rounds.insert(channel_id=ch.id, item_id=None, local_date=day, scheduled=True,
+                                                     status="skipped", opened_at=now, closes_at=now,
+                                                     opened_by=ctx.actor.display)
+        if rid is None:
+            return [error(f"The round of {day} is already posted or skipped.")]
+        return [info(f"The scheduled round of {day:%a %d %b} will not be posted.")]
+
+    async def cmd_bank(self, ctx: Ctx) -> list[Message]:
+        bank = self.svc.bank
+        ch = await self.svc.store.channels.by_ref(ctx.where)
+        lang = ch.schedule.language if ch else "en"
+        args = ctx.args
+        if not args:
+            by_ch: dict[int, list[int]] = {}
+            for it in bank.items.values():
+                c = by_ch.setdefault(it.chapter, [0, 0])
+                c[0] += 1
+                c[1] += int(self.svc.playable(it))
+            lines = [f"chapter {c}: {n} items, {p} playable here" for c, (n, p) in sorted(by_ch.items())]
+            return [info("\n".join(lines) or "The bank is empty.",
+                         title=f"Bank: {len(bank.items)} items (runners: {self.svc.pool.describe()})", ephemeral=True)]
+        sub = args[0].lower()
+        if sub in ("search", "find"):
+            words = " ".join(args[1:])
+            found = search(bank, words)
+            return [info(_list_items(found, lang) or f"Nothing matches `{words}`.",
+                         title=f"{len(found)} items match `{words}`", ephemeral=True)]
+        if sub == "chapter" and len(args) > 1 and args[1].isdigit():
+            found = [it for it in bank.items.values() if it.chapter == int(args[1])]
+            return [info(_list_items(found, lang) or "No items.", title=f"Chapter {args[1]}: {len(found)} items",
+                         ephemeral=True)]
+        item_id = args[1] if sub in ("show", "preview") and len(args) > 1 else args[0]
+        item = bank.items.get(item_id)
+        if item is None:
+            close = difflib.get_close_matches(item_id, list(bank.items), n=3)
+            return [error(f"No item `{item_id}`." + (f" Did you mean {', '.join(close)}?" if close else "")
+                          + f" Usage: /quiz {HELP['bank'][1]}")]
+        return [Message(kind="preview", title=f"Preview of {item.id} (only you see this)", ephemeral=True,
+                        blocks=[Block(render_item(item, lang)), Block("---"),
+                                Block(render_explanation(item, lang))],
+                        data={"item_id": item.id})]
+
+    # ------------------------------------------------------------------ managers
+
+    async def cmd_summary(self, ctx: Ctx) -> list[Message]:
+        ch = await self._channel(ctx)
+        if ch is None:
+            return self._not_enabled()
+        period, last, bad = _period_args(ctx.args, ("week", "month"), "week")
+        if bad:
+            return [error(f"Usage: /quiz {HELP['summary'][1]}")]
+        digest = await build_digest(self.svc.store, ch, period, self.svc.clock.now(), last=last)
+        chart = digest_chart(digest)
+        fname = f"quiz-{period}-{digest.start}.png"
+        return [Message(kind="summary", title=f"{'Weekly' if period == 'week' else 'Monthly'} summary",
+                        blocks=[Block(render_digest(digest))], ephemeral=True,
+                        files=[Attachment(fname, chart, "image/png")],
+                        data={"period": period, "start": digest.start.isoformat(), "end": digest.end.isoformat()})]
+
+    async def cmd_export(self, ctx: Ctx) -> list[Message]:
+        ch = await self._channel(ctx)
+        if ch is None:
+            return self._not_enabled()
+        period, last, bad = _period_args(ctx.args, ("week", "month", "all"), "all")
+        if bad:
+            return [error(f"Usage: /quiz {HELP['export'][1]}")]
+        start = end = None
+        if period != "all":
+            start, end = period_bounds(period, local_date(ch.schedule, self.svc.clock.now()), last=last)
+        data = await export_csv(self.svc.store, ch, start, end)
+        rows = data.count(b"\n") - 1
+        label = "all time" if start is None else f"{start} to {end}"
+        return [Message(kind="export", title="Score export", ephemeral=True,
+                        blocks=[Block(f"{rows} scored answers, {label}.")],
+                        files=[Attachment(f"quiz-scores-{period}.csv", data, "text/csv")])]
+
+
+def _period_args(args: list[str], allowed_periods: tuple[str, ...], default: str) -> tuple[str, bool, bool]:
+    period, last, bad = default, False, False
+    for a in args:
+        a = a.lower()
+        if a in allowed_periods:
+            period = a
+        elif a in ("last", "previous", "prev"):
+            last = True
+        else:
+            bad = True
+    return period, last, bad
+
+
+def _list_items(items: list, lang: str, limit: int = 25) -> str:  # noqa: ANN001
+    lines = [f"{it.id}  [{it.kind}, difficulty {it.difficulty}{', cuda' if it.requires == 'cuda' else ''}]  "
+             f"{it.title.get(lang)}" for it in items[:limit]]
+    if len(items) > limit:
+        lines.append(f"... and {len(items) - limit} more: narrow the search.")
+    return "\n".join(lines)
+
+
+def search(bank, words: str) -> list:  # noqa: ANN001
+    """The bank's own search when it has one (the loader's Bank), else a plain word match."""
+    if hasattr(bank, "search"):
+        return list(bank.search(words))
+    ws = words.lower().split()
+    out = []
+    for it in bank.items.values():
+        hay = " ".join([it.id, " ".join(it.tags), " ".join(it.outline), it.title.en, it.title.zh,
+                        it.prompt.en, it.prompt.zh]).lower()
+        if all(w in hay for w in ws):
+            out.append(it)
+    return out
+
+
+def outline_title(scope: str) -> str:
+    """A chapter/section title from the outline, when the outline module is there."""
+    try:
+        from questionbank.outline import load_outline
+
+        outline = load_outline()
+        table = outline.sections if "." in scope else outline.chapters
+        entry = table.get(scope) if isinstance(table, dict) else None
+        if entry is None and isinstance(table, dict) and scope.isdigit():
+            entry = table.get(int(scope))
+        if entry is None:
+            return ""
+        text = getattr(entry, "text", entry)
+        text = text() if callable(text) else text
+        return text.get("en") if hasattr(text, "get") else str(getattr(entry, "title", text))
+    except Exception:  # noqa: BLE001 - a title is a nicety, never a failure
+        return ""
+
+
+DAY_SETS = {"daily": (0, 1, 2, 3, 4, 5, 6), "everyday": (0, 1, 2, 3, 4, 5, 6), "weekdays": (0, 1, 2, 3, 4),
+            "workdays": (0, 1, 2, 3, 4), "weekends": (5, 6), "weekend": (5, 6), "none": ()}
+
+
+def parse_days(text: str) -> tuple[int, ...]:
+    text = text.lower()
+    if text in DAY_SETS:
+        return DAY_SETS[text]
+    days: set[int] = set()
+    for part in text.split(","):
+        if "-" in part:
+            a, b = part.split("-", 1)
+            i, j = _day(a), _day(b)
+            rng = range(i, j + 1) if i <= j else list(range(i, 7)) + list(range(0, j + 1))
+            days.update(rng)
+        elif part:
+            days.add(_day(part))
+    return tuple(sorted(days))
+
+
+def _day(word: str) -> int:
+    w = word.strip()[:3]
+    if w not in WEEKDAY_NAMES:
+        raise ValueError(f"`{word}` is not a weekday (mon, tue, ... sun)")
+    return WEEKDAY_NAMES.index(w)
+
+
+def parse_duration(text: str) -> int:
+    m = re.fullmatch(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m(?:in)?)?", text.lower())
+    if not m or not any(m.groups()):
+        raise ValueError(f"`{text}` is not a duration (like 8h, 90m, 1d, 1h30m)")
+    d, h, mi = (int(g) if g else 0 for g in m.groups())
+    total = d * 1440 + h * 60 + mi
+    if not 5 <= total <= 7 * 1440:
+        raise ValueError("a round stays open between 5 minutes and 7 days")
+    return total
+
+
+def parse_schedule(args: list[str], current: Schedule) -> tuple[Schedule, list[str]]:
+    """Positional words or key=value, in any order; every problem is reported."""
+    s = current
+    problems: list[str] = []
+    for arg in args:
+        key, eq, value = arg.partition("=")
+        if not eq:
+            value = arg
+            low = arg.lower()
+            if re.fullmatch(r"\d{1,2}:\d{2}", arg):
+                key = "time"
+            elif "/" in arg or low in ("utc", "gmt"):
+                key = "zone"
+            elif low in ("zh", "en"):
+                key = "lang"
+            elif low in ("ramp", "noramp", "no-ramp"):
+                key, value = "ramp", "off" if low != "ramp" else "on"
+            elif re.fullmatch(r"(\d+d)?(\d+h)?(\d+m(in)?)?", low) and low:
+                key = "duration"
+            else:
+                key = "days"
+        key = key.lower()
+        try:
+            if key == "time":
+                hh, mm = value.split(":")
+                s = replace(s, post_time=time(int(hh), int(mm)))
+            elif key in ("zone", "tz", "timezone"):
+                zone(value)
+                s = replace(s, timezone="UTC" if value.lower() in ("utc", "gmt") else value)
+            elif key in ("days", "weekdays"):
+                s = replace(s, weekdays=parse_days(value))
+            elif key in ("duration", "open", "for"):
+                s = replace(s, duration_min=parse_duration(value))
+            elif key in ("lang", "language"):
+                if value not in ("zh", "en"):
+                    raise ValueError(f"language `{value}` is not zh or en")
+                s = replace(s, language=value)
+            elif key == "ramp":
+                if value.lower() not in ("on", "off", "true", "false", "yes", "no"):
+                    raise ValueError("ramp is on or off")
+                s = replace(s, ramp=value.lower() in ("on", "true", "yes"))
+            else:
+                raise ValueError(f"unknown setting `{key}`")
+        except ValueError as exc:
+            msg = str(exc)
+            if key == "time" and "`" not in msg:
+                msg = f"`{value}` is not a time of day (HH:MM)"
+            problems.append(msg)
+    return s, problems

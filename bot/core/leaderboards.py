@@ -1,0 +1,174 @@
+"""Leaderboards and player cards, read from the score rows.
+
+Periods are channel-local: the week is Monday..Sunday and the month the calendar month in the
+channel's time zone, the topic week its date range. "month" and "all" read the per-player
+monthly totals kept by triggers (a few thousand rows even at a million answers); "week",
+"topic" and "round" read the scores index for a few days.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime
+
+from ..storage.repos import Store
+from .models import Channel, LeaderboardRow, PlayerCard, Round, TopicWeek
+from .scheduler import local_date, month_bounds, week_bounds
+
+
+@dataclass
+class Board:
+    title: str
+    period: str
+    rows: list[LeaderboardRow]
+    note: str = ""
+
+
+def rank_rows(raw: list[tuple[int, float, int, int]], names: dict[int, str], limit: int | None) -> list[LeaderboardRow]:
+    """Competition ranking (1, 2, 2, 4) on points; ties listed by solved, then name."""
+    ordered = sorted(raw, key=lambda r: (-round(r[1], 2), -r[2], names.get(r[0], "").lower(), r[0]))
+    out: list[LeaderboardRow] = []
+    prev_points: float | None = None
+    rank = 0
+    for i, (pid, points, solved, attempts) in enumerate(ordered):
+        p = round(points, 2)
+        if p != prev_points:
+            rank = i + 1
+            prev_points = p
+        out.append(LeaderboardRow(rank, pid, names.get(pid, f"player {pid}"), p, int(solved), int(attempts)))
+    return out[:limit] if limit else out
+
+
+async def _range_totals(store: Store, channel_id: int, start: date, end: date) -> list[tuple[int, float, int, int]]:
+    rows = await store.db.fetchall(
+        "SELECT player_id, SUM(points), SUM(solved), COUNT(*) FROM scores"
+        " WHERE channel_id = ? AND local_date >= ? AND local_date <= ? GROUP BY player_id",
+        (channel_id, start.isoformat(), end.isoformat()))
+    return [(r[0], r[1] or 0.0, r[2] or 0, r[3]) for r in rows]
+
+
+async def _month_totals(store: Store, channel_id: int, month: str | None) -> list[tuple[int, float, int, int]]:
+    if month is None:
+        rows = await store.db.fetchall(
+            "SELECT player_id, SUM(points), SUM(solved), SUM(attempts) FROM player_months"
+            " WHERE channel_id = ? GROUP BY player_id HAVING SUM(attempts) > 0", (channel_id,))
+    else:
+        rows = await store.db.fetchall(
+            "SELECT player_id, points, solved, attempts FROM player_months"
+            " WHERE channel_id = ? AND month = ? AND attempts > 0", (channel_id, month))
+    return [(r[0], r[1] or 0.0, r[2] or 0, r[3]) for r in rows]
+
+
+async def _round_totals(store: Store, round_id: int) -> list[tuple[int, float, int, int]]:
+    rows = await store.db.fetchall(
+        "SELECT player_id, SUM(points), SUM(solved), COUNT(*) FROM scores WHERE round_id = ? GROUP BY player_id",
+        (round_id,))
+    return [(r[0], r[1] or 0.0, r[2] or 0, r[3]) for r in rows]
+
+
+async def current_round(store: Store, channel_id: int) -> Round | None:
+    return await store.rounds.open_in(channel_id) or await store.rounds.latest(channel_id)
+
+
+async def totals(store: Store, channel: Channel, period: str, now: datetime,
+                 *, week: TopicWeek | None = None, round_id: int | None = None
+                 ) -> tuple[str, list[tuple[int, float, int, int]], str]:
+    """(title, raw rows, note) for a period."""
+    today = local_date(channel.schedule, now)
+    if period == "round":
+        rnd = await store.rounds.get(round_id) if round_id else await current_round(store, channel.id)
+        if rnd is None:
+            return "This round", [], "No round has been played in this channel yet."
+        return f"Round #{rnd.id} ({rnd.item_id}, {rnd.local_date})", await _round_totals(store, rnd.id), ""
+    if period == "week":
+        start, end = week_bounds(today)
+        return f"This week ({start} to {end})", await _range_totals(store, channel.id, start, end), ""
+    if period == "topic":
+        tw = week or await store.weeks.active(channel.id, today)
+        if tw is None:
+            return "Topic week", [], "No topic week is running. Moderators set one with `/quiz week add`."
+        label = f"Topic week: {tw.title or 'chapter ' + tw.scope} ({tw.start} to {tw.end})"
+        return label, await _range_totals(store, channel.id, tw.start, tw.end), ""
+    if period == "month":
+        return f"This month ({today:%B %Y})", await _month_totals(store, channel.id, today.strftime("%Y-%m")), ""
+    return "All time", await _month_totals(store, channel.id, None), ""
+
+
+async def leaderboard(store: Store, channel: Channel, period: str, now: datetime, *, limit: int = 10,
+                      round_id: int | None = None) -> Board:
+    title, raw, note = await totals(store, channel, period, now, round_id=round_id)
+    names = await store.players.names(r[0] for r in raw)
+    rows = rank_rows(raw, names, limit)
+    if not rows and not note:
+        note = "No scores yet."
+    return Board(title, period, rows, note)
+
+
+def render_board(board: Board) -> str:
+    if not board.rows:
+        return board.note
+    width = max(len(r.name) for r in board.rows)
+    lines = [f"{r.rank:>3}. {r.name:<{width}}  {r.points:>8g} pts  {r.solved} solved  {r.attempts} attempts"
+             for r in board.rows]
+    if board.note:
+        lines.append(board.note)
+    return "\n".join(lines)
+
+
+async def current_streak(store: Store, channel_id: int, player_id: int, now_round: Round | None) -> int:
+    """Consecutive played rounds solved up to the latest one; an open round not yet solved does
+    not break the streak (the player still has time)."""
+    rows = await store.db.fetchall(
+        "SELECT r.id, r.status, EXISTS (SELECT 1 FROM scores s WHERE s.round_id = r.id AND s.player_id = ?"
+        " AND s.solved = 1) FROM rounds r WHERE r.channel_id = ? AND r.status != 'skipped'"
+        " AND r.item_id IS NOT NULL ORDER BY r.opened_at DESC, r.id DESC LIMIT 1000",
+        (player_id, channel_id))
+    n = 0
+    for i, (rid, status, solved) in enumerate(rows):
+        if solved:
+            n += 1
+        elif i == 0 and status == "open":
+            continue
+        else:
+            break
+    return n
+
+
+async def player_card(store: Store, channel: Channel, player_id: int, now: datetime) -> PlayerCard | None:
+    name = (await store.players.names([player_id])).get(player_id)
+    if name is None:
+        return None
+    all_raw = await _month_totals(store, channel.id, None)
+    names = await store.players.names(r[0] for r in all_raw)
+    ranked = rank_rows(all_raw, names, None)
+    mine = next((r for r in ranked if r.player_id == player_id), None)
+    chapters = await store.db.fetchall(
+        "SELECT chapter, COUNT(DISTINCT round_id), SUM(solved) FROM scores WHERE channel_id = ? AND player_id = ?"
+        " GROUP BY chapter", (channel.id, player_id))
+    rates = sorted(((c[0], (c[2] or 0) / c[1]) for c in chapters if c[1]), key=lambda x: (-x[1], x[0]))
+    extra = await store.db.fetchone(
+        "SELECT COUNT(DISTINCT round_id), COALESCE(MAX(streak), 0) FROM scores WHERE channel_id = ? AND player_id = ?",
+        (channel.id, player_id))
+    streak = await current_streak(store, channel.id, player_id, None)
+    return PlayerCard(
+        name=name, points=mine.points if mine else 0.0, solved=mine.solved if mine else 0,
+        attempts=mine.attempts if mine else 0, rounds_played=int(extra[0]) if extra else 0,
+        streak=streak, best_streak=int(extra[1]) if extra else 0, rank=mine.rank if mine else None,
+        strongest=rates[:2], weakest=list(reversed(rates[-2:])) if len(rates) > 2 else [],
+    )
+
+
+def render_card(card: PlayerCard, players: int) -> str:
+    lines = [
+        f"Points: {card.points:g}" + (f"  (rank {card.rank} of {players})" if card.rank else ""),
+        f"Solved: {card.solved} of {card.rounds_played} rounds played, {card.attempts} attempts",
+        f"Streak: {card.streak} in a row (best {card.best_streak})",
+    ]
+
+    def fmt(xs: list[tuple[int, float]]) -> str:
+        return ", ".join(f"chapter {c}: {r:.0%}" for c, r in xs)
+
+    if card.strongest:
+        lines.append(f"Strongest: {fmt(card.strongest)}")
+    if card.weakest:
+        lines.append(f"Weakest: {fmt(card.weakest)}")
+    return "\n".join(lines)

@@ -1,0 +1,260 @@
+"""Domain objects of the bot. Plain dataclasses: storage maps rows to them, adapters render them."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date, datetime, time
+from typing import Any, Literal
+
+Verdict = Literal["passed", "failed", "error", "timeout", "memory", "output_limit", "invalid", "internal"]
+VERDICTS: tuple[str, ...] = ("passed", "failed", "error", "timeout", "memory", "output_limit", "invalid", "internal")
+AnswerState = Literal["queued", "grading", "graded", "abandoned", "void"]
+RoundStatus = Literal["open", "closed", "skipped"]
+Period = Literal["round", "week", "topic", "month", "all"]
+PERIODS: tuple[str, ...] = ("round", "week", "topic", "month", "all")
+WEEKDAY_NAMES = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+
+@dataclass(frozen=True)
+class ChannelRef:
+    """Where a message came from, as the platform names it."""
+
+    platform: str
+    workspace: str
+    channel: str
+    name: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.platform}:{self.workspace}/{self.name or self.channel}"
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who acts. `roles` are the platform role names; `admin` is the platform's own
+    'manage server/workspace' permission, which counts as moderator and manager."""
+
+    platform: str
+    user_id: str
+    name: str = ""
+    roles: frozenset[str] = frozenset()
+    admin: bool = False
+
+    @property
+    def display(self) -> str:
+        return self.name or self.user_id
+
+
+@dataclass
+class Schedule:
+    post_time: time = time(9, 0)
+    timezone: str = "UTC"
+    weekdays: tuple[int, ...] = (0, 1, 2, 3, 4)  # Monday = 0
+    duration_min: int = 480
+    language: str = "en"
+    ramp: bool = True
+
+    def describe(self) -> str:
+        days = ",".join(WEEKDAY_NAMES[d] for d in self.weekdays) or "no days"
+        hours, mins = divmod(self.duration_min, 60)
+        dur = f"{hours}h{mins:02d}m" if mins else f"{hours}h"
+        return (f"{self.post_time.strftime('%H:%M')} {self.timezone} on {days}, open for {dur}, "
+                f"language {self.language}, difficulty ramp {'on' if self.ramp else 'off'}")
+
+
+@dataclass
+class Channel:
+    id: int
+    ref: ChannelRef
+    enabled: bool
+    schedule: Schedule
+    scoring: dict[str, Any] = field(default_factory=dict)  # per-channel overrides
+
+
+@dataclass
+class TopicWeek:
+    id: int
+    channel_id: int
+    scope: str  # "3" (chapter) or "3.2" (section)
+    title: str
+    start: date
+    end: date  # inclusive
+    created_by: str = ""
+    cancelled: bool = False
+
+    def covers(self, d: date) -> bool:
+        return not self.cancelled and self.start <= d <= self.end
+
+    def matches(self, chapter: int, section: str) -> bool:
+        if "." in self.scope:
+            return section == self.scope
+        return str(chapter) == self.scope
+
+
+@dataclass
+class Round:
+    id: int
+    channel_id: int
+    item_id: str | None
+    local_date: date
+    scheduled: bool
+    status: RoundStatus
+    opened_at: datetime
+    closes_at: datetime
+    closed_at: datetime | None
+    kind: str
+    difficulty: int
+    chapter: int
+    language: str
+    expected_output: str | None = None
+    opened_by: str = ""
+    message_ref: str | None = None
+
+
+@dataclass
+class Grade:
+    """The outcome of grading one answer, whoever graded it (runner or core)."""
+
+    verdict: str
+    fraction: float
+    passed_cases: int = 0
+    total_cases: int = 0
+    message: str = ""
+    cases: list[dict[str, Any]] = field(default_factory=list)
+    error: dict[str, Any] | None = None
+    raw: dict[str, Any] | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "passed"
+
+
+@dataclass
+class Answer:
+    id: int
+    round_id: int
+    channel_id: int
+    player_id: int
+    content: str
+    submitted_at: datetime
+    state: AnswerState
+    tries: int = 0
+    verdict: str | None = None
+    fraction: float | None = None
+    passed_cases: int | None = None
+    total_cases: int | None = None
+    message: str | None = None
+
+
+@dataclass
+class Score:
+    """One graded answer's score row (see migrations/0001_initial.sql)."""
+
+    answer_id: int
+    round_id: int
+    channel_id: int
+    player_id: int
+    local_date: str
+    chapter: int
+    attempt_value: float
+    points: float
+    first_bonus: float
+    streak_bonus: float
+    solved: bool
+    streak: int
+
+
+@dataclass
+class LeaderboardRow:
+    rank: int
+    player_id: int
+    name: str
+    points: float
+    solved: int
+    attempts: int
+
+
+@dataclass
+class PlayerCard:
+    name: str
+    points: float
+    solved: int
+    attempts: int
+    rounds_played: int
+    streak: int
+    best_streak: int
+    rank: int | None
+    strongest: list[tuple[int, float]]  # (chapter, solve rate)
+    weakest: list[tuple[int, float]]
+
+
+@dataclass
+class Attachment:
+    filename: str
+    data: bytes
+    content_type: str
+
+
+@dataclass
+class Block:
+    """A piece of a message: prose, or a code block the platform shows monospaced."""
+
+    text: str
+    code: bool = False
+    lang: str = ""
+
+
+@dataclass
+class Message:
+    """What the core says, platform-neutral. Adapters render blocks, cut to their limits and
+    post in the round's thread when `round_id` is set and the platform has threads."""
+
+    kind: str  # info | error | denied | round_open | round_close | result | ack | leaderboard | ...
+    title: str = ""
+    blocks: list[Block] = field(default_factory=list)
+    ephemeral: bool = False  # only the actor should see it (platforms that can)
+    round_id: int | None = None
+    thread_ref: str | None = None  # the round post's platform reference, when known
+    mention: str | None = None  # platform user id to address
+    files: list[Attachment] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)  # structured extras (leaderboard rows, form...)
+
+    @property
+    def text(self) -> str:
+        """A plain-text rendering (console, logs, fallbacks)."""
+        parts: list[str] = []
+        if self.title:
+            parts.append(self.title)
+        for b in self.blocks:
+            if b.code:
+                parts.append(f"```{b.lang}\n{b.text.rstrip()}\n```")
+            else:
+                parts.append(b.text)
+        return "\n".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind, "title": self.title,
+            "blocks": [{"text": b.text, "code": b.code, "lang": b.lang} for b in self.blocks],
+            "ephemeral": self.ephemeral, "round_id": self.round_id, "mention": self.mention,
+            "data": self.data,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Message":
+        return cls(
+            kind=d["kind"], title=d.get("title", ""),
+            blocks=[Block(**b) for b in d.get("blocks", [])],
+            ephemeral=d.get("ephemeral", False), round_id=d.get("round_id"),
+            mention=d.get("mention"), data=d.get("data", {}),
+        )
+
+
+def info(text: str, *, title: str = "", ephemeral: bool = False, kind: str = "info") -> Message:
+    return Message(kind=kind, title=title, blocks=[Block(text)], ephemeral=ephemeral)
+
+
+def error(text: str) -> Message:
+    return Message(kind="error", blocks=[Block(text)], ephemeral=True)
+
+
+def denied(text: str) -> Message:
+    return Message(kind="denied", blocks=[Block(text)], ephemeral=True)

@@ -1,0 +1,103 @@
+"""Routing grading jobs across one or more runners by capability.
+
+The runner client (runner/client.py) speaks HTTP to one runner; this pool knows which runner
+can take which job (`cuda` jobs only to runners that reported a device), fails over when one
+is unreachable, and tells the scheduler what the runners can grade at all.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+log = logging.getLogger(__name__)
+
+try:  # the torch-free client; a local stand-in keeps the core importable without it
+    from runner.client import RunnerUnavailable
+except ImportError:  # pragma: no cover - only while the client is not installed
+    class RunnerUnavailable(Exception):  # type: ignore[no-redef]
+        """The runner could not be reached (connection refused, timeout, 5xx)."""
+
+
+class GradingClient(Protocol):
+    async def grade(self, job: dict[str, Any]) -> dict[str, Any]: ...
+
+    async def health(self) -> dict[str, Any]: ...
+
+
+@dataclass
+class RunnerSlot:
+    name: str
+    client: GradingClient
+    cuda: bool | None = None  # None: not known yet (health never answered)
+    cuda_hint: bool = False  # what the config says, used until health answers
+    reachable: bool = True
+
+    @property
+    def has_cuda(self) -> bool:
+        return self.cuda if self.cuda is not None else self.cuda_hint
+
+
+class RunnerPool:
+    def __init__(self, slots: list[RunnerSlot]) -> None:
+        self.slots = slots
+        self._rr = itertools.count()
+
+    @classmethod
+    def single(cls, client: GradingClient, *, name: str = "runner", cuda: bool | None = None) -> "RunnerPool":
+        return cls([RunnerSlot(name, client, cuda=cuda)])
+
+    async def refresh(self) -> None:
+        """Ask every runner for its capabilities; unreachable ones keep their config hint."""
+        for slot in self.slots:
+            try:
+                health = await slot.client.health()
+            except Exception as exc:  # noqa: BLE001 - any failure means "not known now"
+                log.warning("runner %s: health check failed: %s", slot.name, exc)
+                slot.reachable = False
+                continue
+            slot.reachable = True
+            slot.cuda = bool(health.get("cuda"))
+
+    def capabilities(self) -> set[str]:
+        """What the configured runners can grade: {'cpu'} or {'cpu', 'cuda'}, empty with no runner."""
+        if not self.slots:
+            return set()
+        caps = {"cpu"}
+        if any(s.has_cuda for s in self.slots):
+            caps.add("cuda")
+        return caps
+
+    def describe(self) -> str:
+        if not self.slots:
+            return "no runner configured"
+        return ", ".join(f"{s.name} ({'cuda' if s.has_cuda else 'cpu'}{'' if s.reachable else ', unreachable'})"
+                         for s in self.slots)
+
+    async def grade(self, job: dict[str, Any]) -> dict[str, Any]:
+        """Send to a capable runner, failing over; RunnerUnavailable when none answers."""
+        need_cuda = job.get("requires") == "cuda"
+        capable = [s for s in self.slots if s.has_cuda or not need_cuda]
+        if not capable:
+            raise RunnerUnavailable(f"no runner can grade {job.get('requires')} jobs")
+        start = next(self._rr) % len(capable)
+        order = capable[start:] + capable[:start]
+        # reachable runners first, but still try the others: they may be back
+        order.sort(key=lambda s: not s.reachable)
+        last: Exception | None = None
+        for slot in order:
+            try:
+                result = await slot.client.grade(job)
+            except RunnerUnavailable as exc:
+                slot.reachable = False
+                last = exc
+                continue
+            slot.reachable = True
+            if (need_cuda and result.get("verdict") == "internal"
+                    and "cuda" in str(result.get("message", "")).lower()):
+                slot.cuda = False  # it told us it has no device: route elsewhere from now on
+                last = RunnerUnavailable(f"{slot.name}: {result.get('message')}")
+                continue
+            return result
+        raise RunnerUnavailable(str(last) if last else "no runner answered")

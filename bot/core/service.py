@@ -1,0 +1,434 @@
+"""QuizService: the one object every platform adapter talks to.
+
+Adapters call `command`, `message`, `submit` and `answer_form` with an Actor and a
+ChannelRef, and render the returned Messages. Messages the bot sends on its own (a round
+opens or closes, a grading result) go through the outbox to the adapter's `sink`, which
+returns the platform's reference of what it posted (the round post's id becomes the round's
+thread). `start()` runs the tick loop (opens and closes rounds), the grading worker and the
+outbox dispatcher; tests drive the same steps by hand with a fake clock (`tick`,
+`grade_pending`, `deliver`, `settle`).
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import datetime, timedelta
+from typing import Any, Awaitable, Callable
+
+from questionbank.jobs import output_job
+from questionbank.model import Item
+
+from ..storage.db import Database, open_database
+from ..storage.repos import Store
+from .answers import AnswerRejected, looks_like_answer, parse_answer
+from .clock import Clock, SystemClock
+from .grading import Grader
+from .models import Actor, Block, Channel, ChannelRef, Message, Round, Schedule, error, info
+from .runners import RunnerPool, RunnerUnavailable
+from .scheduler import due_date, gradable, local_date, next_posting, pick_item
+from .scoring import ScoringRules
+from .settings import CoreSettings
+
+log = logging.getLogger(__name__)
+
+Sink = Callable[[ChannelRef, Message], Awaitable[str | None]]
+
+try:
+    from questionbank.render import render_explanation, render_item
+except ImportError:  # pragma: no cover
+    def render_item(item: Item, lang: str = "en") -> str:
+        return f"{item.title.get(lang)}\n\n{item.prompt.get(lang)}"
+
+    def render_explanation(item: Item, lang: str = "en", *, expected_output: str | None = None,
+                           with_reference: bool = True) -> str:
+        return item.explanation.get(lang)
+
+
+class QuizService:
+    def __init__(self, db: Database, bank: Any, pool: RunnerPool, *, clock: Clock | None = None,
+                 settings: CoreSettings | None = None, sink: Sink | None = None) -> None:
+        self.db = db
+        self.store = Store(db)
+        self.bank = bank
+        self.pool = pool
+        self.clock = clock or SystemClock()
+        self.settings = settings or CoreSettings()
+        self.sink = sink
+        self._wake_grader = asyncio.Event()
+        self._wake_outbox = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._deliver_lock = asyncio.Lock()
+        self.grader = Grader(self.store, pool, bank, self.clock, self.rules_for, self.settings.grading,
+                             on_change=self._changed)
+        from .commands import CommandRouter  # circular: commands call back into the service
+
+        self.commands = CommandRouter(self)
+
+    @classmethod
+    async def open(cls, path: str, bank: Any, pool: RunnerPool, **kw: Any) -> "QuizService":
+        """Open the SQLite file (migrating it) and build the service."""
+        return cls(await open_database(path), bank, pool, **kw)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self, *, background: bool = True) -> None:
+        """Resume after a restart (answers left `grading` are queued again), learn what the
+        runners can do, then run the loops."""
+        async with self.db.transaction():
+            n = await self.store.answers.reset_grading(self.clock.now())
+        if n:
+            log.info("resuming %d answers that were being graded at shutdown", n)
+        await self.pool.refresh()
+        if background:
+            self._tasks = [asyncio.create_task(self._tick_loop(), name="quiz-tick"),
+                           asyncio.create_task(self._grading_loop(), name="quiz-grading"),
+                           asyncio.create_task(self._outbox_loop(), name="quiz-outbox")]
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        self._tasks = []
+
+    async def close(self) -> None:
+        await self.stop()
+        await self.db.close()
+
+    def _changed(self) -> None:
+        self._wake_outbox.set()
+
+    async def _tick_loop(self) -> None:
+        while True:
+            try:
+                await self.tick()
+            except Exception:  # noqa: BLE001 - keep ticking; the next tick retries
+                log.exception("tick failed")
+            await self.clock.sleep(self.settings.tick_s)
+
+    async def _grading_loop(self) -> None:
+        while True:
+            try:
+                await self.grader.grade_due()
+            except Exception:  # noqa: BLE001
+                log.exception("grading pass failed")
+            nxt = await self.store.answers.next_due()
+            timeout = 30.0
+            if nxt is not None:
+                timeout = max(0.05, min(30.0, (nxt - self.clock.now()).total_seconds()))
+            self._wake_grader.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake_grader.wait(), timeout)
+
+    async def _outbox_loop(self) -> None:
+        while True:
+            self._wake_outbox.clear()
+            try:
+                await self.deliver()
+            except Exception:  # noqa: BLE001
+                log.exception("delivery failed")
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake_outbox.wait(), 5.0)
+
+    # ------------------------------------------------------------------ steps (tests drive these)
+
+    async def tick(self) -> list[Round]:
+        """Close rounds whose time is up, open the day's scheduled rounds that are due."""
+        now = self.clock.now()
+        for rnd in await self.store.rounds.due_to_close(now):
+            await self.close_round(rnd, status="closed", by="")
+        opened = []
+        for ch in await self.store.channels.enabled():
+            day = due_date(ch.schedule, now)
+            if day is None or await self.store.rounds.scheduled_on(ch.id, day):
+                continue
+            rnd = await self.open_round(ch, scheduled_day=day)
+            if rnd is not None:
+                opened.append(rnd)
+        return opened
+
+    async def grade_pending(self) -> int:
+        return await self.grader.grade_due()
+
+    async def deliver(self) -> int:
+        """Hand undelivered outbox messages to the sink, in order; stops at the first failure."""
+        if self.sink is None:
+            return 0
+        n = 0
+        async with self._deliver_lock:
+            while True:
+                batch = await self.store.outbox.pending(100)
+                if not batch:
+                    return n
+                done: list[int] = []
+                try:
+                    for oid, channel_id, msg in batch:
+                        ch = await self.store.channels.get(channel_id)
+                        if ch is not None:
+                            if msg.round_id is not None:
+                                rnd = await self.store.rounds.get(msg.round_id)
+                                msg.thread_ref = rnd.message_ref if rnd else None
+                            try:
+                                ref = await self.sink(ch.ref, msg)
+                            except Exception:  # noqa: BLE001 - keep it for the next attempt
+                                log.exception("sink failed for outbox message %s", oid)
+                                return n
+                            if ref and msg.kind == "round_open" and msg.round_id is not None:
+                                # later messages of the round go to its thread: record at once
+                                async with self.db.transaction():
+                                    await self.store.rounds.set_message_ref(msg.round_id, str(ref))
+                                    await self.store.outbox.delivered(oid, self.clock.now())
+                                n += 1
+                                continue
+                        done.append(oid)
+                        n += 1
+                finally:
+                    if done:
+                        async with self.db.transaction():
+                            await self.store.outbox.delivered_many(done, self.clock.now())
+
+    async def settle(self, *, passes: int = 50) -> None:
+        """Tick, grade and deliver until nothing due is left (answers waiting for a runner that
+        is down stay queued). Scripts and tests use it to see results before the next step."""
+        await self.tick()
+        for _ in range(passes):
+            graded = await self.grade_pending()
+            delivered = await self.deliver()
+            if not graded and not delivered:
+                return
+
+    # ------------------------------------------------------------------ rules
+
+    def rules_for(self, channel: Channel) -> ScoringRules:
+        """Config defaults, then the config's per-channel overrides, then the channel's stored ones."""
+        rules = self.settings.scoring
+        ref = channel.ref
+        over = self.settings.channel_scoring.get(f"{ref.platform}:{ref.workspace}:{ref.channel}")
+        if over:
+            rules = rules.merged(over)
+        if channel.scoring:
+            rules = rules.merged(channel.scoring)
+        return rules
+
+    def capabilities(self) -> set[str]:
+        return self.pool.capabilities()
+
+    # ------------------------------------------------------------------ platform entry points
+
+    async def command(self, actor: Actor, where: ChannelRef, text: str) -> list[Message]:
+        """`/quiz ...`: `text` is what follows `/quiz` (e.g. `schedule 09:30 Europe/Berlin`)."""
+        return await self.commands.dispatch(actor, where, text)
+
+    async def message(self, actor: Actor, where: ChannelRef, text: str, *, in_round_thread: bool = False
+                      ) -> list[Message]:
+        """A plain chat message. It is an answer when it has a code block, inline code, an option
+        key for a choice round, or (in the round's thread) any text for an output round;
+        anything else is chatter and gets no reply."""
+        ch = await self.store.channels.by_ref(where)
+        if ch is None or not ch.enabled:
+            return []
+        rnd = await self.store.rounds.open_in(ch.id)
+        if rnd is None or rnd.item_id is None:
+            if "```" in text:
+                return [error(await self._no_round_text(ch))]
+            return []
+        item = self.bank.items.get(rnd.item_id)
+        if item is None:
+            return []
+        keys = tuple(o.key for o in item.options)
+        if looks_like_answer(text, item.kind, keys) or (in_round_thread and item.kind == "output"):
+            return await self.submit(actor, where, text, explicit=in_round_thread and item.kind == "output")
+        return []
+
+    async def submit(self, actor: Actor, where: ChannelRef, text: str, *, explicit: bool = True) -> list[Message]:
+        """An answer to the channel's open round (from `/quiz answer`, a form or a message).
+        Stored as queued before anything else; the result follows through the sink."""
+        ch = await self.store.channels.by_ref(where)
+        if ch is None or not ch.enabled:
+            return [error("The quiz is not enabled in this channel. A moderator can turn it on with `/quiz enable`.")]
+        rnd = await self.store.rounds.open_in(ch.id)
+        if rnd is None or rnd.item_id is None:
+            return [error(await self._no_round_text(ch))]
+        item = self.bank.items.get(rnd.item_id)
+        if item is None:
+            return [error("This round's question is no longer in the bank; a moderator can `/quiz skip` it.")]
+        try:
+            parsed = parse_answer(text, item, explicit=explicit, max_chars=self.settings.answers.max_chars)
+        except AnswerRejected as exc:
+            return [error(str(exc))]
+        now = self.clock.now()
+        async with self.db.transaction():
+            pid = await self.store.players.ensure(actor)
+            if await self.store.answers.count_by(rnd.id, pid) >= self.settings.answers.max_attempts:
+                return [error(f"You have used all {self.settings.answers.max_attempts} attempts for this round.")]
+            aid = await self.store.answers.insert(round_id=rnd.id, channel_id=ch.id, player_id=pid,
+                                                  content=parsed.content, now=now)
+        if aid is None:
+            return [error("This round has just closed; your answer was not counted. The next round opens "
+                          "at the posting time.")]
+        self._wake_grader.set()
+        what = {"choice": f"option(s) {parsed.content.replace(',', ', ')}", "output": "output"}.get(item.kind, "code")
+        return [Message(kind="ack", round_id=rnd.id, mention=actor.user_id, ephemeral=True,
+                        blocks=[Block(f"Answer #{aid} received ({what}); grading it now.")],
+                        data={"answer_id": aid, "round_id": rnd.id})]
+
+    async def answer_form(self, where: ChannelRef) -> Message | None:
+        """What a platform's answer modal needs for the open round: kind, starter code, options."""
+        ch = await self.store.channels.by_ref(where)
+        if ch is None or not ch.enabled:
+            return None
+        rnd = await self.store.rounds.open_in(ch.id)
+        item = self.bank.items.get(rnd.item_id) if rnd and rnd.item_id else None
+        if rnd is None or item is None:
+            return None
+        lang = ch.schedule.language
+        return Message(kind="form", round_id=rnd.id, title=item.title.get(lang), data={
+            "round_id": rnd.id, "kind": item.kind, "starter": item.starter, "entrypoint": item.entrypoint,
+            "options": [{"key": o.key, "text": o.text.get(lang)} for o in item.options],
+            "multiple": len(item.correct) > 1, "max_chars": self.settings.answers.max_chars,
+        })
+
+    async def set_round_ref(self, round_id: int, ref: str) -> None:
+        """Adapters that post a round themselves record the post/thread id here."""
+        async with self.db.transaction():
+            await self.store.rounds.set_message_ref(round_id, ref)
+
+    async def _no_round_text(self, ch: Channel) -> str:
+        nxt = next_posting(ch.schedule, self.clock.now())
+        when = ""
+        if nxt is not None:
+            local = nxt.astimezone(__import__("zoneinfo").ZoneInfo(ch.schedule.timezone))
+            when = f" The next one opens {local:%a %d %b %H:%M} ({ch.schedule.timezone})."
+        return "There is no open round in this channel right now." + when
+
+    # ------------------------------------------------------------------ operations (commands call these)
+
+    async def enable(self, where: ChannelRef) -> Channel:
+        async with self.db.transaction():
+            return await self.store.channels.enable(where, self.settings.schedule, self.clock.now())
+
+    async def open_round(self, ch: Channel, *, item: Item | None = None, scheduled_day: Any = None,
+                         by: str = "") -> Round | None:
+        """Open a round (closing the channel's open one first). Scheduled rounds are unique per
+        channel and local date: a second call for the same day returns None and posts nothing."""
+        now = self.clock.now()
+        day = scheduled_day or local_date(ch.schedule, now)
+        note = ""
+        if item is None:
+            week = await self.store.weeks.active(ch.id, day)
+            pick = pick_item(self.bank.items.values(), capabilities=self.capabilities(),
+                             uses=await self.store.rounds.item_uses(ch.id), week=week, on=day,
+                             schedule=ch.schedule, seed=str(ch.id))
+            if pick is None:
+                if scheduled_day is not None:
+                    async with self.db.transaction():
+                        rid = await self.store.rounds.insert(
+                            channel_id=ch.id, item_id=None, local_date=day, scheduled=True, status="skipped",
+                            opened_at=now, closes_at=now)
+                        if rid is not None:
+                            await self.store.outbox.add(ch.id, info(
+                                "No question today: the bank has nothing the configured runners can grade.",
+                                kind="notice"), now)
+                    self._changed()
+                return None
+            item = pick.item
+            if pick.topic_fallback and week is not None:
+                note = f"(The topic week '{week.title or week.scope}' has no playable items; picked from the whole bank.)"
+        expected = None
+        if item.kind == "output":
+            try:
+                result = await self.pool.grade(output_job(item, job_id=f"expected-{ch.id}-{day}"))
+                if result.get("verdict") == "passed":
+                    expected = str(result.get("stdout") or "")
+            except RunnerUnavailable:
+                log.warning("runner down: %s's expected output will be computed at the first answer", item.id)
+        closes = now + timedelta(minutes=ch.schedule.duration_min)
+        if scheduled_day is not None:
+            # a late tick (bot was down) still closes at the scheduled end of the window
+            from .scheduler import posting_at
+            closes = max(now + timedelta(minutes=1),
+                         posting_at(ch.schedule, day) + timedelta(minutes=ch.schedule.duration_min))
+        async with self.db.transaction():
+            if scheduled_day is not None and await self.store.rounds.scheduled_on(ch.id, day):
+                return None
+            current = await self.store.rounds.open_in(ch.id)
+            if current is not None:
+                await self._close_in_tx(current, "closed", by="", now=now)
+            rid = await self.store.rounds.insert(
+                channel_id=ch.id, item_id=item.id, local_date=day, scheduled=scheduled_day is not None,
+                status="open", opened_at=now, closes_at=closes, kind=item.kind, difficulty=item.difficulty,
+                chapter=item.chapter, language=ch.schedule.language, opened_by=by, expected_output=expected)
+            if rid is None:
+                return None
+            rnd = await self.store.rounds.get(rid)
+            assert rnd is not None
+            await self.store.outbox.add(ch.id, self._round_open_message(rnd, item, ch, note), now)
+        self._changed()
+        return rnd
+
+    def _round_open_message(self, rnd: Round, item: Item, ch: Channel, note: str) -> Message:
+        lang = ch.schedule.language
+        tz = __import__("zoneinfo").ZoneInfo(ch.schedule.timezone)
+        closes = rnd.closes_at.astimezone(tz)
+        blocks = [Block(render_item(item, lang)),
+                  Block(f"Open until {closes:%a %H:%M} ({ch.schedule.timezone}). Answer in a reply or with "
+                        "`/quiz answer`; you may try several times, the best attempt counts.")]
+        if note:
+            blocks.append(Block(note))
+        return Message(kind="round_open", round_id=rnd.id, title=f"Question of the day #{rnd.id}",
+                       blocks=blocks, data={"round_id": rnd.id, "item_id": item.id, "kind": item.kind,
+                                            "difficulty": item.difficulty, "closes_at": rnd.closes_at.isoformat()})
+
+    async def close_round(self, rnd: Round, *, status: str = "closed", by: str = "") -> bool:
+        now = self.clock.now()
+        async with self.db.transaction():
+            ok = await self._close_in_tx(rnd, status, by=by, now=now)
+        self._changed()
+        return ok
+
+    async def _close_in_tx(self, rnd: Round, status: str, *, by: str, now: datetime) -> bool:
+        if not await self.store.rounds.set_status(rnd.id, status, now):
+            return False
+        ch = await self.store.channels.get(rnd.channel_id)
+        lang = ch.schedule.language if ch else "en"
+        item = self.bank.items.get(rnd.item_id) if rnd.item_id else None
+        if status == "skipped":
+            await self.store.answers.void_round(rnd.id)
+            await self.store.scores.delete_round(rnd.id)
+            text = f"Round #{rnd.id} was skipped{' by ' + by if by else ''}; its answers are not scored."
+            msg = Message(kind="round_close", round_id=rnd.id, title=f"Round #{rnd.id} skipped", blocks=[Block(text)])
+        else:
+            stats = await self.round_stats(rnd.id)
+            blocks = []
+            if item is not None:
+                blocks.append(Block(render_explanation(item, lang, expected_output=rnd.expected_output)))
+            line = (f"{stats['answers']} answers from {stats['players']} players, {stats['solvers']} solved"
+                    + (f"; first solver: {stats['first']}" if stats["first"] else "") + ".")
+            if stats["pending"]:
+                line += f" {stats['pending']} answers are still being graded; their results follow."
+            blocks.append(Block(line))
+            msg = Message(kind="round_close", round_id=rnd.id,
+                          title=f"Round #{rnd.id} closed{' by ' + by if by else ''}", blocks=blocks, data=stats)
+        await self.store.outbox.add(rnd.channel_id, msg, now)
+        return True
+
+    async def round_stats(self, round_id: int) -> dict[str, Any]:
+        row = await self.db.fetchone(
+            "SELECT COUNT(*), COUNT(DISTINCT player_id), SUM(state IN ('queued', 'grading')) FROM answers"
+            " WHERE round_id = ? AND state != 'void'", (round_id,))
+        solvers = await self.db.fetchall(
+            "SELECT player_id FROM scores WHERE round_id = ? AND solved = 1 ORDER BY answer_id", (round_id,))
+        first = ""
+        if solvers:
+            first = (await self.store.players.names([solvers[0][0]])).get(solvers[0][0], "")
+        return {"answers": int(row[0] or 0), "players": int(row[1] or 0), "pending": int(row[2] or 0),
+                "solvers": len(solvers), "first": first}
+
+    def playable(self, item: Item) -> bool:
+        return gradable(item, self.capabilities())
+
+    async def set_schedule(self, ch: Channel, schedule: Schedule) -> None:
+        async with self.db.transaction():
+            await self.store.channels.set_schedule(ch.id, schedule)

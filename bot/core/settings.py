@@ -1,0 +1,36 @@
+"""What the core needs from the configuration, independent of how it was loaded."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .models import Schedule
+from .roles import RoleRules
+from .scoring import ScoringRules
+
+
+@dataclass(frozen=True)
+class GradingSettings:
+    concurrency: int = 4  # answers graded at once
+    retry_s: float = 5.0  # first wait after the runner was unreachable; doubles up to retry_max_s
+    retry_max_s: float = 300.0
+    internal_retries: int = 5  # `internal` verdicts before an answer is given up (never scored)
+    batch: int = 64
+
+
+@dataclass(frozen=True)
+class AnswerSettings:
+    max_chars: int = 20_000
+    max_attempts: int = 20  # per player per round
+
+
+@dataclass(frozen=True)
+class CoreSettings:
+    schedule: Schedule = field(default_factory=Schedule)  # defaults for newly enabled channels
+    scoring: ScoringRules = field(default_factory=ScoringRules)
+    answers: AnswerSettings = field(default_factory=AnswerSettings)
+    grading: GradingSettings = field(default_factory=GradingSettings)
+    roles: RoleRules = field(default_factory=RoleRules)
+    tick_s: float = 20.0  # how often the scheduler looks at the clock
+    leaderboard_size: int = 10
+    # scoring overrides per channel, keyed "platform:workspace:channel" (from the config)
+    channel_scoring: dict[str, dict] = field(default_factory=dict)

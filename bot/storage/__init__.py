@@ -1,0 +1,5 @@
+"""SQLite storage: one connection, WAL, numbered migrations, small repositories."""
+from .db import Database, open_database
+from .migrations import apply_migrations, MIGRATIONS_DIR
+
+__all__ = ["Database", "open_database", "apply_migrations", "MIGRATIONS_DIR"]

@@ -1,0 +1,489 @@
+"""Repositories: the SQL of the bot, one small class per table.
+
+There is one connection: reads may run anywhere, writes must run inside
+`Database.transaction()` (the single writer path).
+"""
+from __future__ import annotations
+
+import json
+from datetime import date, datetime, time
+from typing import Any, Iterable, Sequence
+
+import aiosqlite
+
+from ..core.clock import iso, parse_iso
+from ..core.models import (Actor, Answer, Channel, ChannelRef, Message, Round, Schedule, TopicWeek)
+from .db import Database
+
+
+def _schedule(row: aiosqlite.Row) -> Schedule:
+    hh, mm = row["post_time"].split(":")
+    return Schedule(
+        post_time=time(int(hh), int(mm)), timezone=row["timezone"],
+        weekdays=tuple(int(d) for d in row["weekdays"].split(",") if d != ""),
+        duration_min=row["duration_min"], language=row["language"], ramp=bool(row["ramp"]),
+    )
+
+
+def _channel(row: aiosqlite.Row) -> Channel:
+    return Channel(
+        id=row["id"], ref=ChannelRef(row["platform"], row["workspace"], row["channel"], row["name"]),
+        enabled=bool(row["enabled"]), schedule=_schedule(row), scoring=json.loads(row["scoring"] or "{}"),
+    )
+
+
+def _round(row: aiosqlite.Row) -> Round:
+    return Round(
+        id=row["id"], channel_id=row["channel_id"], item_id=row["item_id"],
+        local_date=date.fromisoformat(row["local_date"]), scheduled=bool(row["scheduled"]),
+        status=row["status"], opened_at=parse_iso(row["opened_at"]), closes_at=parse_iso(row["closes_at"]),
+        closed_at=parse_iso(row["closed_at"]) if row["closed_at"] else None, kind=row["kind"],
+        difficulty=row["difficulty"], chapter=row["chapter"], language=row["language"],
+        expected_output=row["expected_output"], opened_by=row["opened_by"], message_ref=row["message_ref"],
+    )
+
+
+def _answer(row: aiosqlite.Row) -> Answer:
+    return Answer(
+        id=row["id"], round_id=row["round_id"], channel_id=row["channel_id"], player_id=row["player_id"],
+        content=row["content"], submitted_at=parse_iso(row["submitted_at"]), state=row["state"],
+        tries=row["tries"], verdict=row["verdict"], fraction=row["fraction"],
+        passed_cases=row["passed_cases"], total_cases=row["total_cases"], message=row["message"],
+    )
+
+
+def _week(row: aiosqlite.Row) -> TopicWeek:
+    return TopicWeek(
+        id=row["id"], channel_id=row["channel_id"], scope=row["scope"], title=row["title"],
+        start=date.fromisoformat(row["start_date"]), end=date.fromisoformat(row["end_date"]),
+        created_by=row["created_by"], cancelled=bool(row["cancelled"]),
+    )
+
+
+class Channels:
+    """Channels are read on every message and change rarely: cached, forgotten on every write
+    (the process is the database's only writer)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._by_ref: dict[tuple[str, str, str], Channel | None] = {}
+        self._by_id: dict[int, Channel | None] = {}
+        db.on_rollback.append(self.forget)
+
+    def forget(self) -> None:
+        self._by_ref.clear()
+        self._by_id.clear()
+
+    async def by_ref(self, ref: ChannelRef) -> Channel | None:
+        key = (ref.platform, ref.workspace, ref.channel)
+        if key not in self._by_ref:
+            row = await self.db.fetchone(
+                "SELECT * FROM channels WHERE platform = ? AND workspace = ? AND channel = ?", key)
+            ch = _channel(row) if row else None
+            if ch is None:
+                return None  # not cached: it may be enabled any moment
+            self._by_ref[key] = ch
+        return self._by_ref[key]
+
+    async def get(self, channel_id: int) -> Channel | None:
+        if channel_id not in self._by_id:
+            row = await self.db.fetchone("SELECT * FROM channels WHERE id = ?", (channel_id,))
+            if row is None:
+                return None
+            self._by_id[channel_id] = _channel(row)
+        return self._by_id[channel_id]
+
+    async def enable(self, ref: ChannelRef, schedule: Schedule, now: datetime) -> Channel:
+        """Create the channel with the default schedule, or switch it back on keeping its own."""
+        s = schedule
+        self.forget()
+        await self.db.conn.execute(
+            "INSERT INTO channels (platform, workspace, channel, name, enabled, post_time, timezone,"
+            " weekdays, duration_min, language, ramp, created_at) VALUES (?,?,?,?,1,?,?,?,?,?,?,?)"
+            " ON CONFLICT (platform, workspace, channel) DO UPDATE SET enabled = 1,"
+            " name = CASE WHEN excluded.name != '' THEN excluded.name ELSE name END",
+            (ref.platform, ref.workspace, ref.channel, ref.name, s.post_time.strftime("%H:%M"), s.timezone,
+             ",".join(map(str, s.weekdays)), s.duration_min, s.language, int(s.ramp), iso(now)))
+        ch = await self.by_ref(ref)
+        assert ch is not None
+        return ch
+
+    async def set_enabled(self, channel_id: int, enabled: bool) -> None:
+        self.forget()
+        await self.db.conn.execute("UPDATE channels SET enabled = ? WHERE id = ?", (int(enabled), channel_id))
+
+    async def set_schedule(self, channel_id: int, s: Schedule) -> None:
+        self.forget()
+        await self.db.conn.execute(
+            "UPDATE channels SET post_time = ?, timezone = ?, weekdays = ?, duration_min = ?, language = ?,"
+            " ramp = ? WHERE id = ?",
+            (s.post_time.strftime("%H:%M"), s.timezone, ",".join(map(str, s.weekdays)), s.duration_min,
+             s.language, int(s.ramp), channel_id))
+
+    async def set_scoring(self, channel_id: int, overrides: dict[str, Any]) -> None:
+        self.forget()
+        await self.db.conn.execute("UPDATE channels SET scoring = ? WHERE id = ?",
+                                   (json.dumps(overrides, sort_keys=True), channel_id))
+
+    async def enabled(self) -> list[Channel]:
+        return [_channel(r) for r in await self.db.fetchall("SELECT * FROM channels WHERE enabled = 1 ORDER BY id")]
+
+
+class Players:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._cache: dict[tuple[str, str], tuple[int, str]] = {}
+
+    async def ensure(self, actor: Actor) -> int:
+        """The player's id, created on first sight; the display name follows the platform's."""
+        key = (actor.platform, actor.user_id)
+        name = actor.display
+        hit = self._cache.get(key)
+        if hit and hit[1] == name:
+            return hit[0]
+        row = await self.db.fetchone(
+                "INSERT INTO players (platform, user_id, name) VALUES (?, ?, ?)"
+                " ON CONFLICT (platform, user_id) DO UPDATE SET name = excluded.name RETURNING id",
+                (actor.platform, actor.user_id, name))
+        pid = int(row[0])
+        self._cache[key] = (pid, name)
+        return pid
+
+    async def find(self, platform: str, user_id: str) -> int | None:
+        row = await self.db.fetchone("SELECT id FROM players WHERE platform = ? AND user_id = ?", (platform, user_id))
+        return int(row[0]) if row else None
+
+    async def names(self, ids: Iterable[int]) -> dict[int, str]:
+        ids = list(set(ids))
+        if not ids:
+            return {}
+        out: dict[int, str] = {}
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            rows = await self.db.fetchall(
+                f"SELECT id, name FROM players WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+            out.update({r[0]: r[1] for r in rows})
+        return out
+
+    async def who(self, player_id: int) -> tuple[str, str]:
+        """(display name, platform user id) of one player."""
+        row = await self.db.fetchone("SELECT name, user_id FROM players WHERE id = ?", (player_id,))
+        return (row[0], row[1]) if row else ("?", "")
+
+    async def user_ids(self, ids: Iterable[int]) -> dict[int, str]:
+        ids = list(set(ids))
+        if not ids:
+            return {}
+        rows = await self.db.fetchall(
+            f"SELECT id, user_id FROM players WHERE id IN ({','.join('?' * len(ids))})", ids)
+        return {r[0]: r[1] for r in rows}
+
+
+class TopicWeeks:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def add(self, channel_id: int, scope: str, title: str, start: date, end: date, by: str) -> int:
+        row = await self.db.fetchone(
+                "INSERT INTO topic_weeks (channel_id, scope, title, start_date, end_date, created_by)"
+                " VALUES (?,?,?,?,?,?) RETURNING id",
+                (channel_id, scope, title, start.isoformat(), end.isoformat(), by))
+        return int(row[0])
+
+    async def get(self, week_id: int) -> TopicWeek | None:
+        row = await self.db.fetchone("SELECT * FROM topic_weeks WHERE id = ?", (week_id,))
+        return _week(row) if row else None
+
+    async def cancel(self, week_id: int) -> None:
+        await self.db.conn.execute("UPDATE topic_weeks SET cancelled = 1 WHERE id = ?", (week_id,))
+
+    async def upcoming(self, channel_id: int, from_date: date) -> list[TopicWeek]:
+        rows = await self.db.fetchall(
+            "SELECT * FROM topic_weeks WHERE channel_id = ? AND cancelled = 0 AND end_date >= ?"
+            " ORDER BY start_date, id", (channel_id, from_date.isoformat()))
+        return [_week(r) for r in rows]
+
+    async def active(self, channel_id: int, d: date) -> TopicWeek | None:
+        """The topic week covering a local date; the latest added wins when they overlap."""
+        row = await self.db.fetchone(
+            "SELECT * FROM topic_weeks WHERE channel_id = ? AND cancelled = 0 AND start_date <= ?"
+            " AND end_date >= ? ORDER BY id DESC LIMIT 1", (channel_id, d.isoformat(), d.isoformat()))
+        return _week(row) if row else None
+
+
+class Rounds:
+    """Rounds by id and the open round per channel are cached; every write forgets the cache."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._by_id: dict[int, Round] = {}
+        self._open: dict[int, Round | None] = {}
+        db.on_rollback.append(self.forget)
+
+    def forget(self) -> None:
+        self._by_id.clear()
+        self._open.clear()
+
+    async def insert(self, *, channel_id: int, item_id: str | None, local_date: date, scheduled: bool,
+                     status: str, opened_at: datetime, closes_at: datetime, kind: str = "",
+                     difficulty: int = 0, chapter: int = 0, language: str = "en", opened_by: str = "",
+                     expected_output: str | None = None) -> int | None:
+        """The new round's id, or None when the day's scheduled round already exists."""
+        self.forget()
+        row = await self.db.fetchone(
+                "INSERT INTO rounds (channel_id, item_id, local_date, scheduled, status, opened_at, closes_at,"
+                " closed_at, kind, difficulty, chapter, language, opened_by, expected_output)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+                " ON CONFLICT (channel_id, local_date) WHERE scheduled = 1 DO NOTHING RETURNING id",
+                (channel_id, item_id, local_date.isoformat(), int(scheduled), status, iso(opened_at),
+                 iso(closes_at), iso(opened_at) if status != "open" else None, kind, difficulty, chapter,
+                 language, opened_by, expected_output))
+        return int(row[0]) if row else None
+
+    async def get(self, round_id: int) -> Round | None:
+        hit = self._by_id.get(round_id)
+        if hit is None:
+            row = await self.db.fetchone("SELECT * FROM rounds WHERE id = ?", (round_id,))
+            if row is None:
+                return None
+            hit = self._by_id[round_id] = _round(row)
+        return hit
+
+    async def open_in(self, channel_id: int) -> Round | None:
+        if channel_id not in self._open:
+            row = await self.db.fetchone("SELECT * FROM rounds WHERE channel_id = ? AND status = 'open'",
+                                         (channel_id,))
+            self._open[channel_id] = _round(row) if row else None
+        return self._open[channel_id]
+
+    async def scheduled_on(self, channel_id: int, d: date) -> Round | None:
+        row = await self.db.fetchone(
+            "SELECT * FROM rounds WHERE channel_id = ? AND local_date = ? AND scheduled = 1",
+            (channel_id, d.isoformat()))
+        return _round(row) if row else None
+
+    async def latest(self, channel_id: int) -> Round | None:
+        row = await self.db.fetchone(
+            "SELECT * FROM rounds WHERE channel_id = ? AND item_id IS NOT NULL ORDER BY opened_at DESC, id DESC"
+            " LIMIT 1", (channel_id,))
+        return _round(row) if row else None
+
+    async def due_to_close(self, now: datetime) -> list[Round]:
+        rows = await self.db.fetchall(
+            "SELECT * FROM rounds WHERE status = 'open' AND closes_at <= ? ORDER BY closes_at", (iso(now),))
+        return [_round(r) for r in rows]
+
+    async def set_status(self, round_id: int, status: str, now: datetime) -> bool:
+        """Close or skip an open round; False when it was no longer open (someone else won)."""
+        self.forget()
+        cur = await self.db.conn.execute(
+            "UPDATE rounds SET status = ?, closed_at = ? WHERE id = ? AND status = 'open'",
+            (status, iso(now), round_id))
+        return cur.rowcount == 1
+
+    async def item_uses(self, channel_id: int) -> dict[str, int]:
+        rows = await self.db.fetchall(
+            "SELECT item_id, COUNT(*) FROM rounds WHERE channel_id = ? AND item_id IS NOT NULL GROUP BY item_id",
+            (channel_id,))
+        return {r[0]: r[1] for r in rows}
+
+    async def set_expected(self, round_id: int, text: str) -> None:
+        self.forget()
+        await self.db.conn.execute("UPDATE rounds SET expected_output = ? WHERE id = ?", (text, round_id))
+
+    async def set_message_ref(self, round_id: int, ref: str) -> None:
+        self.forget()
+        await self.db.conn.execute("UPDATE rounds SET message_ref = ? WHERE id = ?", (ref, round_id))
+
+    async def played_before(self, channel_id: int, opened_at: datetime, limit: int) -> list[int]:
+        """Ids of the channel's earlier played rounds, newest first (the streak looks back along them)."""
+        rows = await self.db.fetchall(
+            "SELECT id FROM rounds WHERE channel_id = ? AND opened_at < ? AND status != 'skipped'"
+            " AND item_id IS NOT NULL ORDER BY opened_at DESC, id DESC LIMIT ?",
+            (channel_id, iso(opened_at), limit))
+        return [r[0] for r in rows]
+
+    async def played_after(self, channel_id: int, opened_at: datetime) -> list[Round]:
+        rows = await self.db.fetchall(
+            "SELECT * FROM rounds WHERE channel_id = ? AND opened_at > ? AND status != 'skipped'"
+            " AND item_id IS NOT NULL ORDER BY opened_at, id", (channel_id, iso(opened_at)))
+        return [_round(r) for r in rows]
+
+    async def in_range(self, channel_id: int, start: date, end: date) -> list[Round]:
+        rows = await self.db.fetchall(
+            "SELECT * FROM rounds WHERE channel_id = ? AND local_date >= ? AND local_date <= ?"
+            " AND item_id IS NOT NULL AND status != 'skipped' ORDER BY opened_at",
+            (channel_id, start.isoformat(), end.isoformat()))
+        return [_round(r) for r in rows]
+
+
+class Answers:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def insert(self, *, round_id: int, channel_id: int, player_id: int, content: str,
+                     now: datetime) -> int | None:
+        """Store a queued answer; None when the round closed in the meantime."""
+        row = await self.db.fetchone(
+                "INSERT INTO answers (round_id, channel_id, player_id, content, submitted_at, state, next_try_at)"
+                " SELECT ?,?,?,?,?, 'queued', ? WHERE EXISTS"
+                " (SELECT 1 FROM rounds WHERE id = ? AND status = 'open') RETURNING id",
+                (round_id, channel_id, player_id, content, iso(now), iso(now), round_id))
+        return int(row[0]) if row else None
+
+    async def count_by(self, round_id: int, player_id: int) -> int:
+        row = await self.db.fetchone(
+            "SELECT COUNT(*) FROM answers WHERE round_id = ? AND player_id = ? AND state != 'void'",
+            (round_id, player_id))
+        return int(row[0])
+
+    async def get(self, answer_id: int) -> Answer | None:
+        row = await self.db.fetchone("SELECT * FROM answers WHERE id = ?", (answer_id,))
+        return _answer(row) if row else None
+
+    async def due_ids(self, now: datetime, limit: int) -> list[int]:
+        rows = await self.db.fetchall(
+            "SELECT id FROM answers WHERE state = 'queued' AND next_try_at <= ? ORDER BY next_try_at, id LIMIT ?",
+            (iso(now), limit))
+        return [r[0] for r in rows]
+
+    async def claim(self, ids: Sequence[int]) -> list[int]:
+        """Move queued answers to grading; returns those this caller claimed."""
+        if not ids:
+            return []
+        rows = await self.db.fetchall(
+            f"UPDATE answers SET state = 'grading' WHERE state = 'queued' AND id IN ({','.join('?' * len(ids))})"
+            " RETURNING id", list(ids))
+        return sorted(r[0] for r in rows)
+
+    async def requeue(self, answer_id: int, next_try: datetime, *, count_try: bool) -> int:
+        row = await self.db.fetchone(
+                "UPDATE answers SET state = 'queued', next_try_at = ?, tries = tries + ?"
+                " WHERE id = ? AND state = 'grading' RETURNING tries",
+                (iso(next_try), int(count_try), answer_id))
+        return int(row[0]) if row else 0
+
+    async def finish(self, answer_id: int, *, state: str, verdict: str | None, fraction: float | None,
+                     passed_cases: int | None, total_cases: int | None, message: str,
+                     result: dict[str, Any] | None, now: datetime) -> bool:
+        """Record the grade; False when the answer was not being graded (already done elsewhere)."""
+        cur = await self.db.conn.execute(
+            "UPDATE answers SET state = ?, verdict = ?, fraction = ?, passed_cases = ?, total_cases = ?,"
+            " message = ?, result_json = ?, graded_at = ? WHERE id = ? AND state = 'grading'",
+            (state, verdict, fraction, passed_cases, total_cases, message,
+             json.dumps(result) if result is not None else None, iso(now), answer_id))
+        return cur.rowcount == 1
+
+    async def reset_grading(self, now: datetime) -> int:
+        """After a restart nothing is being graded any more: send those answers again."""
+        cur = await self.db.conn.execute(
+            "UPDATE answers SET state = 'queued', next_try_at = ? WHERE state = 'grading'", (iso(now),))
+        return cur.rowcount
+
+    async def void_round(self, round_id: int) -> None:
+        await self.db.conn.execute(
+            "UPDATE answers SET state = 'void' WHERE round_id = ? AND state IN ('queued', 'grading')", (round_id,))
+
+    async def graded_for(self, round_id: int, player_id: int) -> list[aiosqlite.Row]:
+        return await self.db.fetchall(
+            "SELECT id, verdict, fraction FROM answers WHERE round_id = ? AND player_id = ? AND state = 'graded'"
+            " ORDER BY id", (round_id, player_id))
+
+    async def pending_count(self, round_id: int | None = None) -> int:
+        if round_id is None:
+            row = await self.db.fetchone("SELECT COUNT(*) FROM answers WHERE state IN ('queued', 'grading')")
+        else:
+            row = await self.db.fetchone(
+                "SELECT COUNT(*) FROM answers WHERE round_id = ? AND state IN ('queued', 'grading')", (round_id,))
+        return int(row[0])
+
+    async def next_due(self) -> datetime | None:
+        row = await self.db.fetchone("SELECT MIN(next_try_at) FROM answers WHERE state = 'queued'")
+        return parse_iso(row[0]) if row and row[0] else None
+
+
+class Scores:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def rows_for(self, round_id: int, player_id: int) -> dict[int, aiosqlite.Row]:
+        rows = await self.db.fetchall("SELECT * FROM scores WHERE round_id = ? AND player_id = ?",
+                                      (round_id, player_id))
+        return {r["answer_id"]: r for r in rows}
+
+    async def first_solvers(self, round_id: int, limit: int) -> list[tuple[int, int, float]]:
+        """(answer_id, player_id, first_bonus) of the round's earliest solvers by submission."""
+        rows = await self.db.fetchall(
+            "SELECT answer_id, player_id, first_bonus FROM scores WHERE round_id = ? AND solved = 1"
+            " ORDER BY answer_id LIMIT ?", (round_id, limit))
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    async def solved_row(self, round_id: int, player_id: int) -> aiosqlite.Row | None:
+        return await self.db.fetchone(
+            "SELECT * FROM scores WHERE round_id = ? AND player_id = ? AND solved = 1", (round_id, player_id))
+
+    async def solved_rounds(self, round_ids: Sequence[int], player_id: int) -> set[int]:
+        if not round_ids:
+            return set()
+        rows = await self.db.fetchall(
+            f"SELECT round_id FROM scores WHERE player_id = ? AND solved = 1 AND round_id IN"
+            f" ({','.join('?' * len(round_ids))})", (player_id, *round_ids))
+        return {r[0] for r in rows}
+
+    async def upsert(self, s: dict[str, Any], now: datetime) -> None:
+        await self.db.conn.execute(
+            "INSERT INTO scores (answer_id, round_id, channel_id, player_id, local_date, chapter, attempt_value,"
+            " points, first_bonus, streak_bonus, solved, streak, scored_at)"
+            " VALUES (:answer_id, :round_id, :channel_id, :player_id, :local_date, :chapter, :attempt_value,"
+            " :points, :first_bonus, :streak_bonus, :solved, :streak, :scored_at)"
+            " ON CONFLICT (answer_id) DO UPDATE SET attempt_value = excluded.attempt_value,"
+            " points = excluded.points, first_bonus = excluded.first_bonus, streak_bonus = excluded.streak_bonus,"
+            " solved = excluded.solved, streak = excluded.streak",
+            {**s, "scored_at": iso(now)})
+
+    async def update_bonus(self, answer_id: int, *, first_bonus: float, streak_bonus: float, streak: int,
+                           points: float) -> None:
+        await self.db.conn.execute(
+            "UPDATE scores SET first_bonus = ?, streak_bonus = ?, streak = ?, points = ? WHERE answer_id = ?",
+            (first_bonus, streak_bonus, streak, points, answer_id))
+
+    async def delete_round(self, round_id: int) -> None:
+        await self.db.conn.execute("DELETE FROM scores WHERE round_id = ?", (round_id,))
+
+
+class Outbox:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def add(self, channel_id: int, message: Message, now: datetime) -> int:
+        row = await self.db.fetchone(
+                "INSERT INTO outbox (channel_id, round_id, payload, created_at) VALUES (?,?,?,?) RETURNING id",
+                (channel_id, message.round_id, json.dumps(message.to_json()), iso(now)))
+        return int(row[0])
+
+    async def pending(self, limit: int = 100) -> list[tuple[int, int, Message]]:
+        rows = await self.db.fetchall(
+            "SELECT id, channel_id, payload FROM outbox WHERE delivered_at IS NULL ORDER BY id LIMIT ?", (limit,))
+        return [(r[0], r[1], Message.from_json(json.loads(r[2]))) for r in rows]
+
+    async def delivered(self, outbox_id: int, now: datetime) -> None:
+        await self.db.conn.execute("UPDATE outbox SET delivered_at = ? WHERE id = ?", (iso(now), outbox_id))
+
+    async def delivered_many(self, ids: Sequence[int], now: datetime) -> None:
+        if ids:
+            await self.db.conn.execute(
+                f"UPDATE outbox SET delivered_at = ? WHERE id IN ({','.join('?' * len(ids))})", (iso(now), *ids))
+
+
+class Store:
+    """All repositories over one database."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.channels = Channels(db)
+        self.players = Players(db)
+        self.weeks = TopicWeeks(db)
+        self.rounds = Rounds(db)
+        self.answers = Answers(db)
+        self.scores = Scores(db)
+        self.outbox = Outbox(db)

@@ -1,0 +1,235 @@
+"""The grading pipeline: racing answers, order independence, restarts, a runner that is down,
+`internal` verdicts, output and choice items."""
+from __future__ import annotations
+
+import asyncio
+import random
+from datetime import timedelta
+
+from bot.core.models import Actor
+from bot.core.scoring import Attempt, ScoringRules, score_round
+
+from .conftest import ALICE, BOB, CAROL, FAIL, HALF, INTERNAL, MOD, PASS, WHERE
+from .helpers import FakeRunner, MiniBank, choice_item, code_item, output_item, verdict_for
+
+PLAYERS = [Actor("test", f"p{i}", f"P{i}") for i in range(6)]
+
+
+async def stored_scores(h) -> dict[int, tuple]:
+    rows = await h.svc.db.fetchall("SELECT answer_id, attempt_value, points, first_bonus, streak_bonus, solved,"
+                                   " streak FROM scores ORDER BY answer_id")
+    return {r[0]: tuple(r[1:]) for r in rows}
+
+
+async def grade_in_order(h, order: list[int]) -> None:
+    """Grade queued answers one by one in the given order (as if the runner finished them so)."""
+    async with h.svc.db.transaction():
+        await h.svc.store.answers.claim(order)
+    for aid in order:
+        await h.svc.grader.grade_one(aid)
+
+
+async def test_results_do_not_depend_on_grading_order(make):
+    """Same attempts, three grading orders, across two rounds (so streaks carry): identical rows."""
+    rng = random.Random(7)
+    scripts = [(p, rng.choice([PASS, FAIL, HALF])) for _ in range(4) for p in PLAYERS]
+    outcomes = []
+    for n, seed in enumerate((None, 1, 2)):
+        h = await make(f"run{n}", bank=MiniBank.of(code_item("a", difficulty=3), code_item("b", difficulty=3)))
+        await h.cmd(MOD, "enable")
+        ids = []
+        for day in range(2):
+            await h.cmd(MOD, f"post {'ab'[day]}")
+            for actor, code in scripts:
+                ack = await h.answer(actor, code)
+                ids.append(ack[0].data["answer_id"])
+        order = list(ids)
+        if seed is not None:
+            random.Random(seed).shuffle(order)
+        await grade_in_order(h, order)
+        outcomes.append(await stored_scores(h))
+        board = await h.board("all")
+        outcomes[-1]["board"] = board  # type: ignore[index]
+    assert outcomes[0] == outcomes[1] == outcomes[2]
+    # and the first round matches the pure reference computation
+    h = make.made[0]
+    rows = await h.svc.db.fetchall("SELECT id, player_id, verdict, fraction FROM answers WHERE round_id = 1")
+    ref = score_round([Attempt(r[0], r[1], r[2], r[3]) for r in rows], base=30, rules=ScoringRules())
+    for aid, s in ref.items():
+        assert outcomes[0][aid][:6] == (s.attempt_value, s.points, s.first_bonus, s.streak_bonus, int(s.solved),
+                                        s.streak)
+
+
+async def test_racing_answers_are_all_scored_once(make):
+    class Jittery(FakeRunner):
+        async def grade(self, job):  # finishes in a random order
+            await asyncio.sleep(random.random() / 200)
+            return await super().grade(job)
+
+    h = await make(runner=Jittery())
+    await h.cmd(MOD, "enable")
+    await h.cmd(MOD, "post c1-2")
+    subs = [(p, PASS if i % 3 == 0 else FAIL) for i in range(5) for p in PLAYERS]
+    acks = await asyncio.gather(*(h.answer(p, code) for p, code in subs))
+    assert all(a[0].kind == "ack" for a in acks)
+    await asyncio.gather(h.svc.grade_pending(), h.svc.grade_pending(), h.svc.grade_pending())
+    await h.svc.settle()
+    n = (await h.svc.db.fetchone("SELECT COUNT(*), COUNT(DISTINCT answer_id) FROM scores"))
+    assert n[0] == n[1] == len(subs)
+    assert len(h.kinds("result")) == len(subs)
+    assert len(h.runner.jobs) == len(subs)  # every answer sent exactly once
+    solvers = await h.svc.db.fetchall("SELECT player_id, first_bonus FROM scores WHERE solved = 1 ORDER BY answer_id")
+    assert [s[1] for s in solvers] == [5, 3, 1, 0, 0, 0]
+
+
+async def test_restart_between_answer_and_grading(make):
+    h = await make()
+    await h.cmd(MOD, "enable")
+    await h.cmd(MOD, "post c1-1")
+    await h.answer(ALICE, PASS)
+    await h.answer(BOB, FAIL)
+    # the first answer was sent to the runner when the bot died; the second never left the queue
+    async with h.svc.db.transaction():
+        await h.svc.store.answers.claim([1])
+    h2 = await h.restart()
+    states = await h2.svc.db.fetchall("SELECT state FROM answers ORDER BY id")
+    assert [s[0] for s in states] == ["queued", "queued"]
+    await h2.svc.settle()
+    assert await h2.points(ALICE) == 15 and [m.data["answer_id"] for m in h2.kinds("result")] == [1, 2]
+    # a third start finds nothing to do and scores nothing twice
+    h3 = await h2.restart()
+    await h3.svc.settle()
+    assert (await h3.svc.db.fetchone("SELECT COUNT(*) FROM scores"))[0] == 2
+    assert len(h3.kinds("result")) == 2
+
+
+async def test_undelivered_messages_survive_a_restart(make):
+    h = await make()
+    await h.cmd(MOD, "enable")
+    await h.cmd(MOD, "post c1-1")
+    await h.answer(ALICE, PASS)
+    h.svc.sink = None  # the platform connection is down: results stay in the outbox
+    await h.svc.grade_pending()
+    assert not h.kinds("result")
+    h2 = await h.restart()
+    await h2.svc.deliver()
+    assert len(h2.kinds("result")) == 1
+
+
+async def test_runner_down_for_a_while(make):
+    h = await make()
+    await h.cmd(MOD, "enable")
+    await h.cmd(MOD, "post c1-2")
+    h.runner.down = True
+    await h.answer(ALICE, PASS)
+    await h.answer(BOB, HALF)
+    await h.svc.settle()
+    assert not h.kinds("result")
+    assert await h.svc.store.answers.pending_count() == 2
+    # still down after the first backoff: nothing lost, nothing scored
+    h.clock.advance(timedelta(seconds=6))
+    await h.svc.settle()
+    await h.answer(CAROL, PASS)
+    h.clock.advance(timedelta(seconds=30))
+    await h.svc.settle()
+    assert (await h.svc.db.fetchone("SELECT COUNT(*) FROM scores"))[0] == 0
+    # back up: everything is graded once, in submission order (Alice first solver, Carol second)
+    h.runner.down = False
+    h.clock.advance(timedelta(minutes=10))
+    await h.svc.settle()
+    assert await h.svc.store.answers.pending_count() == 0
+    assert [m.data["answer_id"] for m in h.kinds("result")] == [1, 2, 3]
+    assert await h.board() == [(1, "Alice", 25), (2, "Carol", 23), (3, "Bob", 10)]
+    # the backoff was reset once the runner answered: a new answer is graded at once
+    await h.answer(BOB, PASS)
+    await h.svc.settle()
+    assert len(h.kinds("result")) == 4
+
+
+async def test_runner_down_when_the_round_closes(make):
+    h = await make()
+    await h.cmd(MOD, "enable")
+    await h.cmd(MOD, "post c1-1")
+    h.runner.down = True
+    await h.answer(ALICE, PASS)
+    await h.cmd(MOD, "close")
+    assert "still being graded" in h.kinds("round_close")[-1].text
+    h.runner.down = False
+    h.clock.advance(timedelta(minutes=10))
+    await h.svc.settle()
+    assert await h.points(ALICE) == 15  # graded after the close, still counted
+
+
+async def test_internal_verdicts_are_retried_never_scored(make):
+    flaky = {"n": 0}
+
+    def respond(job):
+        flaky["n"] += 1
+        if "INTERNAL" in job["submission"] or flaky["n"] <= 2:
+            return {"verdict": "internal", "message": "worker crashed"}
+        return verdict_for(job["submission"])
+
+    h = await make(runner=FakeRunner(respond=respond))
+    await h.cmd(MOD, "enable")
+    await h.cmd(MOD, "post c1-1")
+    await h.answer(ALICE, PASS)
+    for _ in range(3):
+        await h.svc.settle()
+        h.clock.advance(timedelta(seconds=6))
+    assert await h.points(ALICE) == 15  # two internal tries, then passed
+    await h.answer(BOB, INTERNAL)
+    for _ in range(8):
+        await h.svc.settle()
+        h.clock.advance(timedelta(seconds=6))
+    state = await h.svc.db.fetchone("SELECT state, tries FROM answers WHERE id = 2")
+    assert state[0] == "abandoned" and state[1] == 5
+    assert (await h.svc.db.fetchone("SELECT COUNT(*) FROM scores WHERE answer_id = 2"))[0] == 0
+    assert "could not be graded" in h.kinds("result")[-1].title
+    assert "not counted against you" in h.kinds("result")[-1].text
+
+
+async def test_output_item_expected_from_runner(make):
+    h = await make(bank=MiniBank.of(output_item("o1")))
+    await h.cmd(MOD, "enable")
+    await h.cmd(MOD, "post")
+    assert h.runner.jobs[0]["kind"] == "output"
+    await h.answer(ALICE, "torch.Size([2,  3])")  # whitespace is normalised
+    out = await h.svc.message(BOB, WHERE, "I think `torch.Size([3, 2])`")
+    assert out and out[0].kind == "ack"
+    assert await h.svc.message(CAROL, WHERE, "hmm, tricky one") == []  # chatter is not an answer
+    await h.svc.settle()
+    assert await h.board() == [(1, "Alice", 15), (2, "Bob", 0)]
+    await h.cmd(MOD, "close")
+    assert "torch.Size([2, 3])" in h.kinds("round_close")[-1].text
+
+
+async def test_output_expected_computed_later_when_runner_was_down(make):
+    h = await make(bank=MiniBank.of(output_item("o1")), runner=FakeRunner(down=True))
+    await h.cmd(MOD, "enable")
+    await h.cmd(MOD, "post")
+    await h.answer(ALICE, "`torch.Size([2, 3])`")
+    await h.svc.settle()
+    h.runner.down = False
+    h.clock.advance(timedelta(minutes=1))
+    await h.svc.settle()
+    assert await h.points(ALICE) == 15
+    assert (await h.svc.db.fetchone("SELECT expected_output FROM rounds"))[0] == "torch.Size([2, 3])\n"
+
+
+async def test_choice_items_graded_in_core(make):
+    h = await make(bank=MiniBank.of(choice_item("q1", difficulty=2), choice_item("q2", correct=("A", "C"))),
+                   runner=FakeRunner(down=True))
+    await h.cmd(MOD, "enable")
+    await h.cmd(MOD, "post q1")
+    assert (await h.svc.message(ALICE, WHERE, "a"))[0].kind == "ack"
+    assert (await h.svc.message(ALICE, WHERE, "(b)"))[0].kind == "ack"
+    assert (await h.answer(BOB, "B"))[0].kind == "ack"
+    assert (await h.answer(CAROL, "d"))[0].kind == "error"
+    await h.svc.settle()
+    assert not h.runner.jobs  # no runner needed
+    assert await h.board() == [(1, "Alice", 23), (1, "Bob", 23)]  # 20-10%+5 vs 20+3: a tie
+    await h.cmd(MOD, "post q2")
+    await h.answer(CAROL, "c, a")
+    await h.answer(BOB, "A")
+    await h.svc.settle()
+    assert await h.points(CAROL) == 15 and await h.points(BOB) == 23
