@@ -41,6 +41,7 @@ class Harness:
     bank: MiniBank
     svc: QuizService
     sent: list[Message] = field(default_factory=list)
+    services: list[QuizService] = field(default_factory=list)  # every instance, for teardown
 
     async def sink(self, ref: ChannelRef, msg: Message) -> str | None:
         self.sent.append(msg)
@@ -62,8 +63,8 @@ class Harness:
         await self.svc.db.close()
         svc = await QuizService.open(str(self.path), self.bank, RunnerPool.single(self.runner), clock=self.clock,
                                      settings=kw.pop("settings", self.svc.settings))
-        h = Harness(self.path, self.clock, self.runner, self.bank, svc, self.sent)
-        self.svc = svc  # so the fixture's teardown closes the live one
+        h = Harness(self.path, self.clock, self.runner, self.bank, svc, self.sent, self.services)
+        self.services.append(svc)
         svc.sink = h.sink
         await svc.start(background=False)
         return h
@@ -87,7 +88,7 @@ async def make_harness(tmp_path: Path, *, bank: MiniBank | None = None, runner: 
     bank = bank or default_bank()
     path = tmp_path / "quiz.sqlite3"
     svc = await QuizService.open(str(path), bank, RunnerPool.single(runner), clock=clock, settings=core or settings())
-    h = Harness(path, clock, runner, bank, svc)
+    h = Harness(path, clock, runner, bank, svc, services=[svc])
     svc.sink = h.sink
     await svc.start(background=False)
     return h
@@ -97,7 +98,8 @@ async def make_harness(tmp_path: Path, *, bank: MiniBank | None = None, runner: 
 async def h(tmp_path: Path) -> AsyncIterator[Harness]:
     harness = await make_harness(tmp_path)
     yield harness
-    await harness.svc.close()
+    for svc in harness.services:
+        await svc.close()
 
 
 @pytest.fixture
@@ -107,7 +109,8 @@ async def hb(tmp_path: Path) -> AsyncIterator[Harness]:
     await harness.cmd(MOD, "enable")
     await harness.cmd(MOD, "schedule 09:00 Europe/Berlin mon-fri 8h")
     yield harness
-    await harness.svc.close()
+    for svc in harness.services:
+        await svc.close()
 
 
 PASS = "```python\ndef solve(x):\n    return x * 2  # PASS\n```"
@@ -131,4 +134,5 @@ async def make(tmp_path: Path) -> AsyncIterator[Any]:
     factory.made = made  # type: ignore[attr-defined]
     yield factory
     for harness in made:
-        await harness.svc.close()
+        for svc in harness.services:
+            await svc.close()
