@@ -21,10 +21,7 @@ from .summaries import build_digest, digest_chart, export_csv, period_bounds, re
 if TYPE_CHECKING:
     from .service import QuizService
 
-try:
-    from questionbank.render import render_explanation, render_item
-except ImportError:  # pragma: no cover
-    from .service import render_explanation, render_item  # type: ignore
+from questionbank.render import render_explanation, render_item
 
 
 @dataclass

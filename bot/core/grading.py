@@ -17,6 +17,7 @@ from typing import Any, Awaitable, Callable
 
 from questionbank.jobs import code_job, normalise_output, output_job
 from questionbank.model import Item
+from questionbank.render import VERDICT_LABEL, render_result
 
 from ..storage.repos import Store
 from .clock import Clock
@@ -27,13 +28,6 @@ from .settings import GradingSettings
 
 log = logging.getLogger(__name__)
 
-try:
-    from questionbank.render import VERDICT_LABEL, render_result
-except ImportError:  # pragma: no cover
-    VERDICT_LABEL = {}
-
-    def render_result(result: dict[str, Any], lang: str = "en") -> str:
-        return f"{result.get('verdict')}: {result.get('message', '')}"
 
 
 class NeedsRetry(Exception):

@@ -13,11 +13,7 @@ from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 
-try:  # the torch-free client; a local stand-in keeps the core importable without it
-    from runner.client import RunnerUnavailable
-except ImportError:  # pragma: no cover - only while the client is not installed
-    class RunnerUnavailable(Exception):  # type: ignore[no-redef]
-        """The runner could not be reached (connection refused, timeout, 5xx)."""
+from runner.client import RunnerUnavailable  # torch-free
 
 
 class GradingClient(Protocol):

@@ -18,6 +18,7 @@ from typing import Any, Awaitable, Callable
 
 from questionbank.jobs import output_job
 from questionbank.model import Item
+from questionbank.render import render_explanation, render_item
 
 from ..storage.db import Database, open_database
 from ..storage.repos import Store
@@ -33,17 +34,6 @@ from .settings import CoreSettings
 log = logging.getLogger(__name__)
 
 Sink = Callable[[ChannelRef, Message], Awaitable[str | None]]
-
-try:
-    from questionbank.render import render_explanation, render_item
-except ImportError:  # pragma: no cover
-    def render_item(item: Item, lang: str = "en") -> str:
-        return f"{item.title.get(lang)}\n\n{item.prompt.get(lang)}"
-
-    def render_explanation(item: Item, lang: str = "en", *, expected_output: str | None = None,
-                           with_reference: bool = True) -> str:
-        return item.explanation.get(lang)
-
 
 class QuizService:
     def __init__(self, db: Database, bank: Any, pool: RunnerPool, *, clock: Clock | None = None,
