@@ -245,7 +245,17 @@ class Engine:
                 self.busy -= 1
 
     async def _run_unlocked(self, payload: dict[str, Any], limits: Limits) -> RawRun:
-        zygote = await self._ensure_zygote()
+        if self.config.cold_start and payload.get("kind") != "capabilities":
+            # Benchmark baseline: a fresh jailed interpreter (and `import torch`) per process.
+            cold = Zygote(self.plan)
+            await cold.start()
+            try:
+                return await self._run_in(cold, payload, limits)
+            finally:
+                await cold.stop()
+        return await self._run_in(await self._ensure_zygote(), payload, limits)
+
+    async def _run_in(self, zygote: Zygote, payload: dict[str, Any], limits: Limits) -> RawRun:
         payload = dict(payload, limits=limits.as_dict(), threads=self.config.threads_per_job,
                        gpu_memory_fraction=self.config.gpu_memory_fraction,
                        max_observation_bytes=self.config.max_observation_mb << 20,
