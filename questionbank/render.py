@@ -146,7 +146,9 @@ def render_result(result: dict[str, Any], lang: str = "en") -> str:
     message = str(result.get("message") or "")
     if message and verdict != "passed" and message != error_head:
         lines.append(message)
-    for case in result.get("cases") or []:
+    cases = result.get("cases") or []
+    # a verdict decided before any case ran (invalid, timeout, ...) needs no list of "not run"
+    for case in cases if any(c.get("ran", True) for c in cases) else []:
         mark = "✓" if case.get("passed") else "✗"
         kind = word("example" if case.get("example") else "hidden", lang)
         name = case.get("name") or f"#{case.get('index', '?')}"

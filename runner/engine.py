@@ -445,7 +445,7 @@ class Engine:
                         ok = not msg
                     passed += ok
                     cases.append({"index": i, "name": rc["name"], "example": rc["example"],
-                                  "passed": ok, "message": msg[:300]})
+                                  "passed": ok, "ran": True, "message": msg[:300]})
                 if sub.tampered:
                     verdict = "failed"
                     message = ("your code modified torch or builtins (" + ", ".join(sub.tampered[:3])
@@ -476,7 +476,7 @@ class Engine:
                     verdict, message = "memory", "memory limit exceeded"
         if not cases:
             cases = [{"index": i, "name": rc["name"], "example": rc["example"], "passed": False,
-                      "message": "not run"} for i, rc in enumerate(ref.cases)]
+                      "ran": False, "message": "not run"} for i, rc in enumerate(ref.cases)]
         res = _result(verdict or "error", message)
         res["error"] = error
         res["cases"] = cases

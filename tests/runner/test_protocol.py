@@ -14,7 +14,7 @@ async def test_correct_answer_passes_every_case(runner_client: RunnerClient) -> 
     r = await runner_client.grade(job(CORRECT))
     assert r["verdict"] == "passed"
     assert (r["passed_cases"], r["total_cases"], r["score"]) == (4, 4, 1.0)
-    assert r["cases"][0] == {"index": 0, "name": "small", "example": True, "passed": True, "message": ""}
+    assert r["cases"][0] == {"index": 0, "name": "small", "example": True, "passed": True, "ran": True, "message": ""}
 
 
 async def test_wrong_answer_fails_with_a_message_that_hides_expected_values(runner_client: RunnerClient) -> None:
@@ -52,6 +52,7 @@ async def test_syntax_error_and_missing_entrypoint_are_invalid(runner_client: Ru
     assert "syntax error" in r["message"] and "line 1" in r["message"]
     r = await runner_client.grade(job("def answer(x):\n    return x.t()\n"))
     assert r["verdict"] == "invalid"
+    assert not any(c["ran"] for c in r["cases"]) and r["passed_cases"] == 0
     assert "define a function named `solve`" in r["message"]
     r = await runner_client.grade(job("solve = 3\n"))
     assert r["verdict"] == "invalid"
