@@ -527,7 +527,6 @@ class _FileLoader:
 
     def load_item(self, index: int, raw: Any) -> Item | None:
         base: Path_ = ("items", index)
-        line = self.parsed.line(base)
         ident = raw.get("id") if isinstance(raw, dict) else None
         label = f"item '{ident}'" if isinstance(ident, str) and ident else f"item {index + 1}"
 

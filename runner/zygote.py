@@ -13,7 +13,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import resource
 import signal
 import socket
 import struct

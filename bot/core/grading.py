@@ -140,7 +140,6 @@ class Grader:
                 answer_id, state="abandoned", verdict=None, fraction=None, passed_cases=None,
                 total_cases=None, message=why, result=None, now=self.clock.now())
             if ok and answer is not None:
-                rnd = await self.store.rounds.get(answer.round_id)
                 uid = (await self.store.players.user_ids([answer.player_id])).get(answer.player_id)
                 await self.store.outbox.add(answer.channel_id, Message(
                     kind="result", round_id=answer.round_id, mention=uid,

@@ -12,7 +12,7 @@ from datetime import date, datetime
 
 from ..storage.repos import Store
 from .models import Channel, LeaderboardRow, PlayerCard, Round, TopicWeek
-from .scheduler import local_date, month_bounds, week_bounds
+from .scheduler import local_date, week_bounds
 
 
 @dataclass

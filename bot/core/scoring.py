@@ -17,7 +17,7 @@ gradings finish in, so the same attempts always give the same points.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Iterable, Sequence
 
 COUNTED_VERDICTS = frozenset({"passed", "failed", "error", "timeout", "memory", "output_limit", "invalid"})

@@ -6,12 +6,17 @@ with its schema_version row, so a crash mid-migration leaves the previous versio
 from __future__ import annotations
 
 import re
+import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .db import Database
+
+class MigrationError(RuntimeError):
+    """A migration file failed; the database stays at the previous version."""
+
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 _NAME = re.compile(r"^(\d{4})_([A-Za-z0-9_]+)\.sql$")
@@ -34,8 +39,6 @@ def discover(directory: Path | None = None) -> list[tuple[int, str, Path]]:
 
 def _statements(sql: str) -> list[str]:
     """Split a script into statements, keeping CREATE TRIGGER ... END; blocks whole."""
-    import sqlite3
-
     out: list[str] = []
     buf = ""
     for line in sql.splitlines(keepends=True):
@@ -63,7 +66,12 @@ async def apply_migrations(db: "Database", directory: Path | None = None) -> lis
             continue
         async with db.transaction() as conn:
             for stmt in _statements(path.read_text(encoding="utf-8")):
-                await conn.execute(stmt)
+                try:
+                    await conn.execute(stmt)
+                except sqlite3.Error as e:
+                    first = stmt.splitlines()[0][:80]
+                    raise MigrationError(f"{path.name}: {e} (in `{first}`); the database is left at the "
+                                         "previous version") from e
             await conn.execute(
                 "INSERT INTO schema_version (version, name, applied_at) VALUES (?, ?, ?)",
                 (version, name, datetime.now(timezone.utc).isoformat()),

@@ -5,7 +5,7 @@ import csv
 import io
 from datetime import datetime, timedelta, timezone
 
-from .conftest import ALICE, BOB, MANAGER, MOD, PASS, FAIL, make_harness
+from .conftest import ALICE, BOB, MANAGER, MOD, PASS, FAIL
 
 
 async def test_periods_follow_the_channel_time_zone(make):

@@ -4,10 +4,8 @@ from __future__ import annotations
 import io
 import subprocess
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 
-from bot.core.clock import FakeClock
 from bot.platforms.console import run_console, split_speaker
 
 from .helpers import FakeRunner, MiniBank, choice_item, code_item

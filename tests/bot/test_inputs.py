@@ -7,7 +7,7 @@ from bot.core.settings import AnswerSettings
 
 import pytest
 
-from .conftest import ALICE, BOB, MANAGER, MOD, PASS, WHERE, settings
+from .conftest import ALICE, BOB, MANAGER, MOD, PASS, settings
 from .helpers import choice_item, code_item, output_item
 
 MOD_COMMANDS = ["enable", "disable", "schedule 10:00", "week add 1", "week cancel 1", "post", "skip", "close",

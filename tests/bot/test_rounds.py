@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from datetime import date, timedelta
 
-from bot.core.models import Actor
 
-from .conftest import ALICE, BOB, CAROL, FAIL, HALF, MOD, ONE_HOUR, PASS, WHERE, make_harness
+from .conftest import ALICE, BOB, CAROL, FAIL, HALF, MOD, PASS
 from .helpers import MiniBank, code_item
 
 

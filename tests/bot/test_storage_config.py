@@ -9,6 +9,7 @@ import pytest
 
 from bot.config import ConfigError, load_config, parse_config
 from bot.storage import MIGRATIONS_DIR, open_database
+from bot.storage.migrations import MigrationError
 
 
 async def test_pragmas_and_migrations(tmp_path):
@@ -38,8 +39,9 @@ async def test_old_database_upgrades_itself(tmp_path):
     finally:
         await db.close()
     (mig / "0003_broken.sql").write_text("ALTER TABLE nope ADD COLUMN x;\n")
-    with pytest.raises(Exception):
+    with pytest.raises(MigrationError) as err:
         await open_database(tmp_path / "q2.sqlite3", migrations_dir=mig)
+    assert "0003_broken.sql" in str(err.value) and "no such table: nope" in str(err.value)
 
 
 async def test_unique_keys(tmp_path):

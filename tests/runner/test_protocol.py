@@ -5,7 +5,7 @@ import aiohttp
 import pytest
 
 from runner.client import RunnerClient
-from tests.runner.jobs import CORRECT, SETUP, job
+from tests.runner.jobs import CORRECT, job
 
 pytestmark = pytest.mark.asyncio
 
