@@ -38,7 +38,8 @@ def rank_rows(raw: list[tuple[int, float, int, int]], names: dict[int, str], lim
     return out[:limit] if limit else out
 
 
-async def _range_totals(store: Store, channel_id: int, start: date, end: date) -> list[tuple[int, float, int, int]]:
+async def range_totals(store: Store, channel_id: int, start: date, end: date) -> list[tuple[int, float, int, int]]:
+    """(player, points, solved, scored answers) over local dates start..end; also the digests' standings."""
     rows = await store.db.fetchall(
         "SELECT player_id, SUM(points), SUM(solved), COUNT(*) FROM scores"
         " WHERE channel_id = ? AND local_date >= ? AND local_date <= ? GROUP BY player_id",
@@ -81,13 +82,13 @@ async def totals(store: Store, channel: Channel, period: str, now: datetime,
         return f"Round #{rnd.id} ({rnd.item_id}, {rnd.local_date})", await _round_totals(store, rnd.id), ""
     if period == "week":
         start, end = week_bounds(today)
-        return f"This week ({start} to {end})", await _range_totals(store, channel.id, start, end), ""
+        return f"This week ({start} to {end})", await range_totals(store, channel.id, start, end), ""
     if period == "topic":
         tw = week or await store.weeks.active(channel.id, today)
         if tw is None:
             return "Topic week", [], "No topic week is running. Moderators set one with `/quiz week add`."
         label = f"Topic week: {tw.title or 'chapter ' + tw.scope} ({tw.start} to {tw.end})"
-        return label, await _range_totals(store, channel.id, tw.start, tw.end), ""
+        return label, await range_totals(store, channel.id, tw.start, tw.end), ""
     if period == "month":
         return f"This month ({today:%B %Y})", await _month_totals(store, channel.id, today.strftime("%Y-%m")), ""
     return "All time", await _month_totals(store, channel.id, None), ""

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 
 from ..storage.repos import Store
-from .leaderboards import rank_rows
+from .leaderboards import range_totals, rank_rows
 from .models import Channel, LeaderboardRow
 from .scheduler import local_date, month_bounds, week_bounds
 
@@ -51,14 +51,6 @@ def previous(period: str, start: date) -> tuple[date, date]:
     return start - timedelta(days=7), start - timedelta(days=1)
 
 
-async def _standings(store: Store, channel_id: int, start: date, end: date) -> list[tuple[int, float, int, int]]:
-    rows = await store.db.fetchall(
-        "SELECT player_id, SUM(points), SUM(solved), COUNT(*) FROM scores WHERE channel_id = ?"
-        " AND local_date >= ? AND local_date <= ? GROUP BY player_id",
-        (channel_id, start.isoformat(), end.isoformat()))
-    return [(r[0], r[1] or 0.0, r[2] or 0, r[3]) for r in rows]
-
-
 async def build_digest(store: Store, channel: Channel, period: str, now: datetime, *, last: bool = False) -> Digest:
     today = local_date(channel.schedule, now)
     start, end = period_bounds(period, today, last=last)
@@ -82,9 +74,9 @@ async def build_digest(store: Store, channel: Channel, period: str, now: datetim
         "SELECT COUNT(DISTINCT player_id), COUNT(*) FROM scores WHERE channel_id = ? AND local_date >= ?"
         " AND local_date <= ?", (channel.id, a, b))
     rounds = await store.rounds.in_range(channel.id, start, end)
-    now_raw = await _standings(store, channel.id, start, end)
+    now_raw = await range_totals(store, channel.id, start, end)
     p_start, p_end = previous(period, start)
-    before_raw = await _standings(store, channel.id, p_start, p_end)
+    before_raw = await range_totals(store, channel.id, p_start, p_end)
     names = await store.players.names([r[0] for r in now_raw] + [r[0] for r in before_raw])
     ranked_now = rank_rows(now_raw, names, None)
     ranked_before = {r.player_id: r.rank for r in rank_rows(before_raw, names, None)}
