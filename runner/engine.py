@@ -557,6 +557,9 @@ class Supervisor:
         if self.pidfd is not None:
             try:
                 signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+                # The job leads its own process group: in a sandbox its PID namespace dies with
+                # it anyway; unsandboxed (local play) this still takes its ordinary children along.
+                os.killpg(self.pid, signal.SIGKILL)  # type: ignore[arg-type]
             except OSError:
                 pass
 
