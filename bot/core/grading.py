@@ -10,6 +10,8 @@ few times, then the answer is given up without a score. After a restart, answers
 from __future__ import annotations
 
 import asyncio
+import bisect
+import heapq
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -20,7 +22,7 @@ from questionbank.model import Item
 from questionbank.render import VERDICT_LABEL, render_result
 
 from ..storage.repos import Store
-from .clock import Clock
+from .clock import Clock, iso
 from .models import Answer, Block, Channel, Grade, Message, Round
 from .runners import RunnerPool, RunnerUnavailable
 from .scoring import Attempt, ScoringRules, attempt_fraction, player_round
@@ -198,27 +200,54 @@ class Grader:
     async def record_many(self, graded: list[tuple[Answer, Round, Grade]]) -> list[GradeOutcome]:
         """Store grades, rescore the players' rounds and queue the result messages, in one
         transaction, in submission order. An answer no longer in `grading` (skipped round,
-        graded by someone else) is left alone, so nothing is scored twice."""
+        graded by someone else) is left alone, so nothing is scored twice.
+
+        The pass reads what it needs for all its answers up front (a few queries per pass, not per
+        answer), scores them one by one in submission order against that state exactly as if each
+        were written at once, and writes the statements in the same order at the end (batched)."""
         now = self.clock.now()
         out: list[GradeOutcome] = []
-        async with self.store.db.transaction():
-            for answer, _rnd, grade in sorted(graded, key=lambda g: g[0].id):
-                ok = await self.store.answers.finish(
-                    answer.id, state="graded", verdict=grade.verdict, fraction=grade.fraction,
-                    passed_cases=grade.passed_cases, total_cases=grade.total_cases, message=grade.message,
-                    result=grade.raw, now=now)
-                if not ok:
+        store = self.store
+        async with store.db.transaction():
+            ordered = sorted(graded, key=lambda g: g[0].id)
+            ids = list(dict.fromkeys(a.id for a, _r, _g in ordered))
+            grading = await store.answers.in_state(ids, "grading")
+            rounds: dict[int, Round] = {}
+            for answer, _rnd, _grade in ordered:
+                if answer.id in grading and answer.round_id not in rounds:
+                    rnd = await store.rounds.get(answer.round_id)
+                    if rnd is not None and rnd.status != "skipped":
+                        rounds[answer.round_id] = rnd
+            players: dict[int, set[int]] = {}
+            for answer, _rnd, _grade in ordered:
+                if answer.id in grading and answer.round_id in rounds:
+                    players.setdefault(answer.round_id, set()).add(answer.player_id)
+            view = _PassScores(store)
+            await view.load(rounds, players, batch_ids=set(ids))
+            finishes: list[tuple[Any, ...]] = []
+            messages: list[tuple[int, Message]] = []
+            for answer, _rnd, grade in ordered:
+                if answer.id not in grading:
                     out.append(GradeOutcome(answer.id, "gone"))
                     continue
+                grading.discard(answer.id)  # the same answer twice: the second finds it graded
+                finishes.append(store.answers.finish_params(
+                    answer.id, state="graded", verdict=grade.verdict, fraction=grade.fraction,
+                    passed_cases=grade.passed_cases, total_cases=grade.total_cases, message=grade.message,
+                    result=grade.raw, now=now))
+                view.graded(answer, grade)
                 out.append(GradeOutcome(answer.id, "graded", grade))
-                rnd = await self.store.rounds.get(answer.round_id)
-                if rnd is None or rnd.status == "skipped":
+                rnd = rounds.get(answer.round_id)
+                if rnd is None:
                     continue  # graded, but a skipped round is never scored
-                channel = await self.store.channels.get(rnd.channel_id)
+                channel = await store.channels.get(rnd.channel_id)
                 rules = self.rules_for(channel) if channel else ScoringRules()
-                total, rows = await self.score_player(rnd, answer.player_id, rules, now)
-                await self.store.outbox.add(answer.channel_id, await self._result_message(
-                    answer.id, answer.player_id, rnd, grade, total, channel, rows.get(answer.id)), now)
+                total, rows = await self.score_player(rnd, answer.player_id, rules, now, view=view)
+                messages.append((answer.channel_id, self._build_result_message(
+                    answer.id, rnd, grade, total, channel, rows.get(answer.id), view.who(answer.player_id))))
+            await store.answers.finish_many(finishes)
+            await view.flush()
+            await store.outbox.add_many(messages, now)
         self.on_change()
         return out
 
@@ -230,34 +259,35 @@ class Grader:
             return False
         return (await self.record_many([(answer, rnd, grade)]))[0].state == "graded"
 
-    async def score_player(self, rnd: Round, player_id: int, rules: ScoringRules, now: datetime
-                           ) -> tuple[float, dict[int, dict[str, Any]]]:
+    async def score_player(self, rnd: Round, player_id: int, rules: ScoringRules, now: datetime, *,
+                           view: _ScoreView | None = None) -> tuple[float, dict[int, dict[str, Any]]]:
         """Rewrite one player's score rows for a round from their graded attempts, and adjust the
         first-solver bonus of players whose rank moved and the streaks of later rounds.
-        Must run inside a transaction. Returns the player's round total and rows by answer id."""
-        store = self.store
-        graded = await store.answers.graded_for(rnd.id, player_id)
+        Must run inside a transaction. Returns the player's round total and rows by answer id.
+        `view` is where the rows are read and written (record_many passes its batched one)."""
+        store = view or _StoreScores(self.store)
+        graded = await store.graded_for(rnd.id, player_id)
         attempts = [Attempt(r[0], player_id, r[1], r[2] or 0.0) for r in graded]
         passing = [a.answer_id for a in attempts if a.verdict == "passed"]
         first_pass = min(passing) if passing else None
-        old = await store.scores.rows_for(rnd.id, player_id)
+        old = await store.rows_for(rnd.id, player_id)
         was_solved = any(r["solved"] for r in old.values())
         k = len(rules.first_bonus)
         rank: int | None = None
         if first_pass is not None and k:
-            others = [e for e in await store.scores.first_solvers(rnd.id, k + 1) if e[1] != player_id]
+            others = [e for e in await store.first_solvers(rnd.id, k + 1) if e[1] != player_id]
             merged = sorted([(a, p) for a, p, _ in others] + [(first_pass, player_id)])[:k]
             order = [p for _, p in merged]
             rank = order.index(player_id) if player_id in order else None
             for aid, pid, fb in others:
                 new_fb = rules.first_bonus_for(order.index(pid) if pid in order else None)
                 if new_fb != fb:
-                    row = await store.scores.solved_row(rnd.id, pid)
+                    row = await store.solved_row(rnd.id, pid)
                     if row is not None:
-                        await store.scores.update_bonus(
+                        await store.update_bonus(
                             row["answer_id"], first_bonus=new_fb, streak_bonus=row["streak_bonus"],
                             streak=row["streak"], points=round(row["points"] - fb + new_fb, 2))
-        streak_before = await self.streak_before(rnd, player_id) if first_pass is not None else 0
+        streak_before = await self.streak_before(rnd, player_id, view=store) if first_pass is not None else 0
         base = rules.base(rnd.difficulty)
         total = 0.0
         new_rows: dict[int, dict[str, Any]] = {}
@@ -271,22 +301,23 @@ class Grader:
             new_rows[s.answer_id] = row
             if prev is None or any(prev[k2] != row[k2] for k2 in (
                     "attempt_value", "points", "first_bonus", "streak_bonus", "solved", "streak")):
-                await store.scores.upsert(row, now)
+                await store.upsert(row, now)
         if first_pass is not None and not was_solved:
-            await self._carry_streak(rnd, player_id, streak_before + 1, rules)
+            await self._carry_streak(rnd, player_id, streak_before + 1, rules, view=store)
         return round(total, 2), new_rows
 
-    async def streak_before(self, rnd: Round, player_id: int) -> int:
+    async def streak_before(self, rnd: Round, player_id: int, *, view: _ScoreView | None = None) -> int:
         """How many played rounds right before this one the player solved, without a gap."""
+        store = view or _StoreScores(self.store)
         n = 0
         offset_limit = 8
         seen = 0
         while True:
-            ids = await self.store.rounds.played_before(rnd.channel_id, rnd.opened_at, offset_limit)
+            ids = await store.played_before(rnd.channel_id, rnd.opened_at, offset_limit)
             ids = ids[seen:]
             if not ids:
                 return n
-            solved = await self.store.scores.solved_rounds(ids, player_id)
+            solved = await store.solved_rounds(ids, player_id)
             for rid in ids:
                 if rid not in solved:
                     return n
@@ -296,25 +327,33 @@ class Grader:
                 return n
             offset_limit *= 8
 
-    async def _carry_streak(self, rnd: Round, player_id: int, streak: int, rules: ScoringRules) -> None:
+    async def _carry_streak(self, rnd: Round, player_id: int, streak: int, rules: ScoringRules, *,
+                            view: _ScoreView | None = None) -> None:
         """A round solved late (its grading finished after later rounds were scored) extends the
         streak of the later rounds the player solved without a gap."""
-        for later in await self.store.rounds.played_after(rnd.channel_id, rnd.opened_at):
-            row = await self.store.scores.solved_row(later.id, player_id)
+        store = view or _StoreScores(self.store)
+        for later in await store.played_after(rnd.channel_id, rnd.opened_at):
+            row = await store.solved_row(later.id, player_id)
             if row is None:
                 return
             streak += 1
             sb = rules.streak_bonus_for(streak)
             if row["streak"] == streak and row["streak_bonus"] == sb:
                 return
-            await self.store.scores.update_bonus(
+            await store.update_bonus(
                 row["answer_id"], first_bonus=row["first_bonus"], streak_bonus=sb, streak=streak,
                 points=round(row["points"] - row["streak_bonus"] + sb, 2))
 
     async def _result_message(self, answer_id: int, player_id: int, rnd: Round, grade: Grade,
                               total: float, channel: Channel | None, mine: dict[str, Any] | None) -> Message:
+        return self._build_result_message(answer_id, rnd, grade, total, channel, mine,
+                                          await self.store.players.who(player_id))
+
+    @staticmethod
+    def _build_result_message(answer_id: int, rnd: Round, grade: Grade, total: float, channel: Channel | None,
+                              mine: dict[str, Any] | None, who_uid: tuple[str, str]) -> Message:
         lang = channel.schedule.language if channel else "en"
-        who, uid = await self.store.players.who(player_id)
+        who, uid = who_uid
         label = VERDICT_LABEL.get(grade.verdict, {}).get("en", grade.verdict) if VERDICT_LABEL else grade.verdict
         if grade.raw is not None:
             body = render_result(grade.raw, lang)
@@ -336,3 +375,269 @@ class Grader:
 
 
 GradingHook = Callable[[], Awaitable[None]]
+
+
+_SCORE_FIELDS = ("answer_id", "round_id", "channel_id", "player_id", "local_date", "chapter", "attempt_value",
+                 "points", "first_bonus", "streak_bonus", "solved", "streak")
+
+
+class _StoreScores:
+    """What scoring reads and writes, straight from the store (one query each)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def graded_for(self, round_id: int, player_id: int) -> list[Any]:
+        return await self.store.answers.graded_for(round_id, player_id)
+
+    async def rows_for(self, round_id: int, player_id: int) -> dict[int, Any]:
+        return await self.store.scores.rows_for(round_id, player_id)
+
+    async def first_solvers(self, round_id: int, limit: int) -> list[tuple[int, int, float]]:
+        return await self.store.scores.first_solvers(round_id, limit)
+
+    async def solved_row(self, round_id: int, player_id: int) -> Any:
+        return await self.store.scores.solved_row(round_id, player_id)
+
+    async def solved_rounds(self, round_ids: list[int], player_id: int) -> set[int]:
+        return await self.store.scores.solved_rounds(round_ids, player_id)
+
+    async def played_before(self, channel_id: int, opened_at: datetime, limit: int) -> list[int]:
+        return await self.store.rounds.played_before(channel_id, opened_at, limit)
+
+    async def played_after(self, channel_id: int, opened_at: datetime) -> list[Round]:
+        return await self.store.rounds.played_after(channel_id, opened_at)
+
+    async def upsert(self, row: dict[str, Any], now: datetime) -> None:
+        await self.store.scores.upsert(row, now)
+
+    async def update_bonus(self, answer_id: int, *, first_bonus: float, streak_bonus: float, streak: int,
+                           points: float) -> None:
+        await self.store.scores.update_bonus(answer_id, first_bonus=first_bonus, streak_bonus=streak_bonus,
+                                             streak=streak, points=points)
+
+
+class _RoundRows:
+    """One round's rows as a grading pass knows them: every solved row of the round, and every row
+    and graded attempt of the players it loaded."""
+
+    def __init__(self) -> None:
+        self.players: set[int] = set()
+        self.rows: dict[int, dict[int, dict[str, Any]]] = {}  # player -> answer id -> row
+        self.solved: dict[int, dict[str, Any]] = {}  # answer id -> row, solved = 1
+        self.solved_by: dict[int, dict[int, dict[str, Any]]] = {}  # player -> answer id -> solved row
+        self.attempts: dict[int, list[tuple[int, str | None, float | None]]] = {}
+
+
+class _PassScores(_StoreScores):
+    """The scoring state of one grading pass (inside its transaction), read in a few queries up
+    front and kept current in memory as the pass scores answer after answer; the writes are
+    queued in order and sent in batches by `flush` (before any further read from the database,
+    and at the end of the pass). Reads answer exactly what the per-statement queries would."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store)
+        self.db = store.db
+        self._rounds: dict[int, _RoundRows] = {}
+        self._by_answer: dict[int, dict[str, Any]] = {}
+        self._batch: set[int] = set()
+        self._ops: list[tuple[str, Any]] = []
+        self._names: dict[int, tuple[str, str]] = {}
+        self._before: dict[tuple[int, datetime, int], list[int]] = {}
+        self._after: dict[tuple[int, datetime], list[Round]] = {}
+        self._other_solved: dict[tuple[int, int], bool] = {}  # rounds not loaded: unchanged by the pass
+        self._other_rows: dict[tuple[int, int], dict[str, Any] | None] = {}
+
+    # ---------------------------------------------------------------- loading
+
+    async def load(self, rounds: dict[int, Round], players: dict[int, set[int]], *, batch_ids: set[int]) -> None:
+        self._batch = set(batch_ids)
+        for rid, pids in players.items():
+            await self._load(rid, pids)
+        everyone = sorted({p for pids in players.values() for p in pids})
+        for i in range(0, len(everyone), 500):
+            chunk = everyone[i:i + 500]
+            rows = await self.db.fetchall(
+                f"SELECT id, name, user_id FROM players WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+            self._names.update({r[0]: (r[1], r[2]) for r in rows})
+        # the rounds right before each round, and which of them the players solved (for the streak)
+        for rid, pids in players.items():
+            rnd = rounds[rid]
+            ids = [i for i in await self.played_before(rnd.channel_id, rnd.opened_at, 8) if i not in self._rounds]
+            if ids and pids:
+                await self._load_solved_other(ids, sorted(pids))
+
+    async def _load(self, round_id: int, pids: set[int]) -> None:
+        """Load a round's rows for these players (and all its solved rows the first time)."""
+        await self.flush()  # the database must hold everything queued before it is read
+        rr = self._rounds.get(round_id)
+        first = rr is None
+        if rr is None:
+            rr = self._rounds[round_id] = _RoundRows()
+        new = sorted(set(pids) - rr.players)
+        if not new and not first:
+            return
+        for i in range(0, max(1, len(new)), 500):
+            chunk = new[i:i + 500]
+            marks = ",".join("?" * len(chunk))
+            cond = f"player_id IN ({marks})" if chunk else "0"
+            if first and i == 0:
+                cond = f"(solved = 1 OR {cond})"
+            rows = await self.db.fetchall(f"SELECT * FROM scores WHERE round_id = ? AND {cond}",
+                                          (round_id, *chunk))
+            for r in rows:
+                row = {k: r[k] for k in _SCORE_FIELDS}
+                self._keep(rr, row)
+            if chunk:
+                graded = await self.db.fetchall(
+                    f"SELECT id, player_id, verdict, fraction FROM answers WHERE round_id = ? AND player_id IN"
+                    f" ({marks}) AND state = 'graded' ORDER BY id", (round_id, *chunk))
+                for g in graded:
+                    if g[0] not in self._batch:  # this pass's answers join as they are graded
+                        rr.attempts.setdefault(g[1], []).append((g[0], g[2], g[3]))
+        rr.players.update(new)
+        for key in [k for k in self._other_rows if k[0] == round_id]:
+            del self._other_rows[key]
+        for key in [k for k in self._other_solved if k[0] == round_id]:
+            del self._other_solved[key]
+
+    def _keep(self, rr: _RoundRows, row: dict[str, Any]) -> None:
+        known = self._by_answer.get(row["answer_id"])
+        if known is not None:
+            known.update(row)
+            row = known
+        else:
+            self._by_answer[row["answer_id"]] = row
+        rr.rows.setdefault(row["player_id"], {})[row["answer_id"]] = row
+        if row["solved"]:
+            rr.solved[row["answer_id"]] = row
+            rr.solved_by.setdefault(row["player_id"], {})[row["answer_id"]] = row
+        else:
+            rr.solved.pop(row["answer_id"], None)
+            rr.solved_by.get(row["player_id"], {}).pop(row["answer_id"], None)
+
+    async def _load_solved_other(self, round_ids: list[int], pids: list[int]) -> None:
+        missing = [(r, p) for r in round_ids for p in pids if (r, p) not in self._other_solved]
+        if not missing:
+            return
+        rids = sorted({r for r, _ in missing})
+        ps = sorted({p for _, p in missing})
+        rows = await self.db.fetchall(
+            f"SELECT DISTINCT round_id, player_id FROM scores WHERE solved = 1 AND round_id IN"
+            f" ({','.join('?' * len(rids))}) AND player_id IN ({','.join('?' * len(ps))})", (*rids, *ps))
+        hit = {(r[0], r[1]) for r in rows}
+        for key in missing:
+            self._other_solved[key] = key in hit
+
+    async def _round(self, round_id: int, player_id: int) -> _RoundRows:
+        rr = self._rounds.get(round_id)
+        if rr is None or player_id not in rr.players:
+            await self._load(round_id, {player_id})
+            rr = self._rounds[round_id]
+        return rr
+
+    def graded(self, answer: Answer, grade: Grade) -> None:
+        """An answer of this pass is now graded (its attempt counts from here on)."""
+        rr = self._rounds.get(answer.round_id)
+        if rr is not None and answer.player_id in rr.players:
+            bisect.insort(rr.attempts.setdefault(answer.player_id, []), (answer.id, grade.verdict, grade.fraction),
+                          key=lambda a: a[0])
+
+    def who(self, player_id: int) -> tuple[str, str]:
+        return self._names.get(player_id, ("?", ""))
+
+    # ---------------------------------------------------------------- reads
+
+    async def graded_for(self, round_id: int, player_id: int) -> list[Any]:
+        rr = await self._round(round_id, player_id)
+        return list(rr.attempts.get(player_id, []))
+
+    async def rows_for(self, round_id: int, player_id: int) -> dict[int, Any]:
+        rr = await self._round(round_id, player_id)
+        return {aid: dict(row) for aid, row in rr.rows.get(player_id, {}).items()}
+
+    async def first_solvers(self, round_id: int, limit: int) -> list[tuple[int, int, float]]:
+        rr = self._rounds.get(round_id)
+        if rr is None:
+            await self.flush()
+            return await super().first_solvers(round_id, limit)
+        return [(r["answer_id"], r["player_id"], r["first_bonus"])
+                for r in heapq.nsmallest(limit, rr.solved.values(), key=lambda r: r["answer_id"])]
+
+    async def solved_row(self, round_id: int, player_id: int) -> Any:
+        rr = self._rounds.get(round_id)
+        if rr is not None:
+            mine = rr.solved_by.get(player_id)
+            return dict(mine[min(mine)]) if mine else None
+        key = (round_id, player_id)
+        if key not in self._other_rows:
+            # a round this pass did not load: only bonus updates (queued through here) touch it
+            row = await super().solved_row(round_id, player_id)
+            self._other_rows[key] = {k: row[k] for k in _SCORE_FIELDS} if row is not None else None
+            if row is not None:
+                self._by_answer.setdefault(row["answer_id"], self._other_rows[key])
+        row = self._other_rows[key]
+        return dict(row) if row is not None else None
+
+    async def solved_rounds(self, round_ids: list[int], player_id: int) -> set[int]:
+        out: set[int] = set()
+        others = [r for r in round_ids if r not in self._rounds]
+        await self._load_solved_other(others, [player_id])
+        for rid in round_ids:
+            rr = self._rounds.get(rid)
+            if rr is not None:
+                if rr.solved_by.get(player_id):
+                    out.add(rid)
+            elif self._other_solved[(rid, player_id)]:
+                out.add(rid)
+        return out
+
+    async def played_before(self, channel_id: int, opened_at: datetime, limit: int) -> list[int]:
+        key = (channel_id, opened_at, limit)
+        if key not in self._before:  # rounds do not change during a pass
+            self._before[key] = await super().played_before(channel_id, opened_at, limit)
+        return list(self._before[key])
+
+    async def played_after(self, channel_id: int, opened_at: datetime) -> list[Round]:
+        key = (channel_id, opened_at)
+        if key not in self._after:
+            self._after[key] = await super().played_after(channel_id, opened_at)
+        return list(self._after[key])
+
+    # ---------------------------------------------------------------- writes (queued)
+
+    async def upsert(self, row: dict[str, Any], now: datetime) -> None:
+        self._ops.append((self.store.scores.UPSERT, {**row, "scored_at": iso(now)}))
+        known = self._by_answer.get(row["answer_id"])
+        if known is not None:
+            for k in ("attempt_value", "points", "first_bonus", "streak_bonus", "solved", "streak"):
+                known[k] = row[k]
+            new = known
+        else:
+            new = {k: row[k] for k in _SCORE_FIELDS}
+        rr = self._rounds.get(new["round_id"])
+        if rr is not None:
+            self._keep(rr, new)
+        else:
+            self._by_answer[new["answer_id"]] = new
+
+    async def update_bonus(self, answer_id: int, *, first_bonus: float, streak_bonus: float, streak: int,
+                           points: float) -> None:
+        self._ops.append((self.store.scores.UPDATE_BONUS, (first_bonus, streak_bonus, streak, points, answer_id)))
+        known = self._by_answer.get(answer_id)
+        if known is not None:
+            known.update(first_bonus=first_bonus, streak_bonus=streak_bonus, streak=streak, points=points)
+
+    async def flush(self) -> None:
+        """Send the queued writes in their order, consecutive ones of a kind in one batch."""
+        ops, self._ops = self._ops, []
+        i = 0
+        while i < len(ops):
+            j = i
+            while j < len(ops) and ops[j][0] == ops[i][0]:
+                j += 1
+            await self.db.conn.executemany(ops[i][0], [p for _, p in ops[i:j]])
+            i = j
+
+
+_ScoreView = _StoreScores

@@ -249,12 +249,18 @@ class QuizService:
         except AnswerRejected as exc:
             return [error(str(exc))]
         now = self.clock.now()
-        async with self.db.transaction():
-            pid = await self.store.players.ensure(actor)
-            if await self.store.answers.count_by(rnd.id, pid) >= self.settings.answers.max_attempts:
-                return [error(f"You have used all {self.settings.answers.max_attempts} attempts for this round.")]
+        limit = self.settings.answers.max_attempts
+        pid = self.store.players.known(actor)
+        if pid is None:  # new player or new display name: store it first
+            async with self.db.transaction():
+                pid = await self.store.players.ensure(actor)
+        # One statement, committed when it returns: stored only if the round is open and the
+        # player has attempts left. When nothing was stored, say which (the attempts first).
+        async with self.db.writing():
             aid = await self.store.answers.insert(round_id=rnd.id, channel_id=ch.id, player_id=pid,
-                                                  content=parsed.content, now=now)
+                                                  content=parsed.content, now=now, max_attempts=limit)
+            if aid is None and await self.store.answers.count_by(rnd.id, pid) >= limit:
+                return [error(f"You have used all {limit} attempts for this round.")]
         if aid is None:
             return [error("This round has just closed; your answer was not counted. The next round opens "
                           "at the posting time.")]

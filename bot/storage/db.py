@@ -39,6 +39,15 @@ class Database:
             else:
                 await self.conn.commit()
 
+    @asynccontextmanager
+    async def writing(self) -> AsyncIterator[aiosqlite.Connection]:
+        """The writer lock without BEGIN: every statement run under it is its own transaction,
+        committed (durable as any COMMIT) when it returns. For a write that is one statement,
+        this saves the BEGIN and COMMIT round trips of `transaction()`."""
+        async with self._lock:
+            assert not self.conn.in_transaction, "writing() inside a transaction"
+            yield self.conn
+
     async def fetchall(self, sql: str, params: Any = ()) -> list[aiosqlite.Row]:
         """One round trip to the database thread (execute + fetch + close in one call)."""
         return list(await self.conn.execute_fetchall(sql, params if isinstance(params, dict) else tuple(params)))

@@ -149,6 +149,11 @@ class Players:
         self._cache[key] = (pid, name)
         return pid
 
+    def known(self, actor: Actor) -> int | None:
+        """The player's id when `ensure` has nothing to write (seen before under this name)."""
+        hit = self._cache.get((actor.platform, actor.user_id))
+        return hit[0] if hit and hit[1] == actor.display else None
+
     async def find(self, platform: str, user_id: str) -> int | None:
         row = await self.db.fetchone("SELECT id FROM players WHERE platform = ? AND user_id = ?", (platform, user_id))
         return int(row[0]) if row else None
@@ -322,13 +327,18 @@ class Answers:
         self.db = db
 
     async def insert(self, *, round_id: int, channel_id: int, player_id: int, content: str,
-                     now: datetime) -> int | None:
-        """Store a queued answer; None when the round closed in the meantime."""
-        row = await self.db.fetchone(
-                "INSERT INTO answers (round_id, channel_id, player_id, content, submitted_at, state, next_try_at)"
-                " SELECT ?,?,?,?,?, 'queued', ? WHERE EXISTS"
-                " (SELECT 1 FROM rounds WHERE id = ? AND status = 'open') RETURNING id",
-                (round_id, channel_id, player_id, content, iso(now), iso(now), round_id))
+                     now: datetime, max_attempts: int | None = None) -> int | None:
+        """Store a queued answer; None when the round closed in the meantime or (with
+        `max_attempts`) when the player already has that many answers for the round (`count_by`)."""
+        sql = ("INSERT INTO answers (round_id, channel_id, player_id, content, submitted_at, state, next_try_at)"
+               " SELECT ?,?,?,?,?, 'queued', ? WHERE EXISTS"
+               " (SELECT 1 FROM rounds WHERE id = ? AND status = 'open')")
+        params: tuple[Any, ...] = (round_id, channel_id, player_id, content, iso(now), iso(now), round_id)
+        if max_attempts is not None:
+            sql += (" AND (SELECT COUNT(*) FROM answers WHERE round_id = ? AND player_id = ? AND state != 'void')"
+                    " < ?")
+            params += (round_id, player_id, max_attempts)
+        row = await self.db.fetchone(sql + " RETURNING id", params)
         return int(row[0]) if row else None
 
     async def count_by(self, round_id: int, player_id: int) -> int:
@@ -363,16 +373,41 @@ class Answers:
                 (iso(next_try), int(count_try), answer_id))
         return int(row[0]) if row else 0
 
+    FINISH = ("UPDATE answers SET state = ?, verdict = ?, fraction = ?, passed_cases = ?, total_cases = ?,"
+              " message = ?, result_json = ?, graded_at = ? WHERE id = ? AND state = 'grading'")
+
+    @staticmethod
+    def finish_params(answer_id: int, *, state: str, verdict: str | None, fraction: float | None,
+                      passed_cases: int | None, total_cases: int | None, message: str,
+                      result: dict[str, Any] | None, now: datetime) -> tuple[Any, ...]:
+        return (state, verdict, fraction, passed_cases, total_cases, message,
+                json.dumps(result) if result is not None else None, iso(now), answer_id)
+
     async def finish(self, answer_id: int, *, state: str, verdict: str | None, fraction: float | None,
                      passed_cases: int | None, total_cases: int | None, message: str,
                      result: dict[str, Any] | None, now: datetime) -> bool:
         """Record the grade; False when the answer was not being graded (already done elsewhere)."""
-        cur = await self.db.conn.execute(
-            "UPDATE answers SET state = ?, verdict = ?, fraction = ?, passed_cases = ?, total_cases = ?,"
-            " message = ?, result_json = ?, graded_at = ? WHERE id = ? AND state = 'grading'",
-            (state, verdict, fraction, passed_cases, total_cases, message,
-             json.dumps(result) if result is not None else None, iso(now), answer_id))
+        cur = await self.db.conn.execute(self.FINISH, self.finish_params(
+            answer_id, state=state, verdict=verdict, fraction=fraction, passed_cases=passed_cases,
+            total_cases=total_cases, message=message, result=result, now=now))
         return cur.rowcount == 1
+
+    async def finish_many(self, params: Sequence[tuple[Any, ...]]) -> None:
+        """`finish` for several answers (params from `finish_params`) in one batch; the caller
+        checked inside the same transaction that they are being graded (`in_state`)."""
+        if params:
+            await self.db.conn.executemany(self.FINISH, params)
+
+    async def in_state(self, ids: Sequence[int], state: str) -> set[int]:
+        """Those of the answers that are in `state`."""
+        out: set[int] = set()
+        ids = list(ids)
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            rows = await self.db.fetchall(
+                f"SELECT id FROM answers WHERE state = ? AND id IN ({','.join('?' * len(chunk))})", (state, *chunk))
+            out.update(r[0] for r in rows)
+        return out
 
     async def reset_grading(self, now: datetime) -> int:
         """After a restart nothing is being graded any more: send those answers again."""
@@ -430,22 +465,21 @@ class Scores:
             f" ({','.join('?' * len(round_ids))})", (player_id, *round_ids))
         return {r[0] for r in rows}
 
+    UPSERT = ("INSERT INTO scores (answer_id, round_id, channel_id, player_id, local_date, chapter, attempt_value,"
+              " points, first_bonus, streak_bonus, solved, streak, scored_at)"
+              " VALUES (:answer_id, :round_id, :channel_id, :player_id, :local_date, :chapter, :attempt_value,"
+              " :points, :first_bonus, :streak_bonus, :solved, :streak, :scored_at)"
+              " ON CONFLICT (answer_id) DO UPDATE SET attempt_value = excluded.attempt_value,"
+              " points = excluded.points, first_bonus = excluded.first_bonus, streak_bonus = excluded.streak_bonus,"
+              " solved = excluded.solved, streak = excluded.streak")
+    UPDATE_BONUS = "UPDATE scores SET first_bonus = ?, streak_bonus = ?, streak = ?, points = ? WHERE answer_id = ?"
+
     async def upsert(self, s: dict[str, Any], now: datetime) -> None:
-        await self.db.conn.execute(
-            "INSERT INTO scores (answer_id, round_id, channel_id, player_id, local_date, chapter, attempt_value,"
-            " points, first_bonus, streak_bonus, solved, streak, scored_at)"
-            " VALUES (:answer_id, :round_id, :channel_id, :player_id, :local_date, :chapter, :attempt_value,"
-            " :points, :first_bonus, :streak_bonus, :solved, :streak, :scored_at)"
-            " ON CONFLICT (answer_id) DO UPDATE SET attempt_value = excluded.attempt_value,"
-            " points = excluded.points, first_bonus = excluded.first_bonus, streak_bonus = excluded.streak_bonus,"
-            " solved = excluded.solved, streak = excluded.streak",
-            {**s, "scored_at": iso(now)})
+        await self.db.conn.execute(self.UPSERT, {**s, "scored_at": iso(now)})
 
     async def update_bonus(self, answer_id: int, *, first_bonus: float, streak_bonus: float, streak: int,
                            points: float) -> None:
-        await self.db.conn.execute(
-            "UPDATE scores SET first_bonus = ?, streak_bonus = ?, streak = ?, points = ? WHERE answer_id = ?",
-            (first_bonus, streak_bonus, streak, points, answer_id))
+        await self.db.conn.execute(self.UPDATE_BONUS, (first_bonus, streak_bonus, streak, points, answer_id))
 
     async def delete_round(self, round_id: int) -> None:
         await self.db.conn.execute("DELETE FROM scores WHERE round_id = ?", (round_id,))
@@ -460,6 +494,13 @@ class Outbox:
                 "INSERT INTO outbox (channel_id, round_id, payload, created_at) VALUES (?,?,?,?) RETURNING id",
                 (channel_id, message.round_id, json.dumps(message.to_json()), iso(now)))
         return int(row[0])
+
+    async def add_many(self, messages: Sequence[tuple[int, Message]], now: datetime) -> None:
+        """`add` for several (channel id, message) pairs, in their order, in one batch."""
+        if messages:
+            await self.db.conn.executemany(
+                "INSERT INTO outbox (channel_id, round_id, payload, created_at) VALUES (?,?,?,?)",
+                [(cid, m.round_id, json.dumps(m.to_json()), iso(now)) for cid, m in messages])
 
     async def pending(self, limit: int = 100) -> list[tuple[int, int, Message]]:
         rows = await self.db.fetchall(
