@@ -39,9 +39,13 @@ def code_blocks(text: str) -> list[str]:
 
 
 def looks_like_answer(text: str, kind: str, option_keys: tuple[str, ...] = ()) -> bool:
-    """Should a plain chat message (not `/quiz answer`) count as an answer? Code fences and
-    inline code always do; a bare option key does for choice items. Chatter does not."""
-    if "```" in text or _INLINE.search(text):
+    """Should a plain chat message (not `/quiz answer`) count as an answer? A code fence does;
+    for an output round, a message that is nothing but inline code does; for a choice round, a
+    bare option key does. Chatter that merely mentions `some.code` does not: it would cost the
+    player a failed attempt for talking about the question."""
+    if "```" in text:
+        return True
+    if kind == "output" and _INLINE.fullmatch(text.strip()):
         return True
     if kind == "choice" and option_keys:
         try:

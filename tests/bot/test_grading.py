@@ -194,7 +194,9 @@ async def test_output_item_expected_from_runner(make):
     await h.cmd(MOD, "post")
     assert h.runner.jobs[0]["kind"] == "output"
     await h.answer(ALICE, "torch.Size([2,  3])")  # whitespace is normalised
-    out = await h.svc.message(BOB, WHERE, "I think `torch.Size([3, 2])`")
+    chatter = await h.svc.message(BOB, WHERE, "what does `x.t().shape` give here?")
+    assert chatter == []  # talking about code is not an attempt
+    out = await h.svc.message(BOB, WHERE, "`torch.Size([3, 2])`")
     assert out and out[0].kind == "ack"
     assert await h.svc.message(CAROL, WHERE, "hmm, tricky one") == []  # chatter is not an answer
     await h.svc.settle()
