@@ -10,42 +10,32 @@ from typing import Any
 from .model import Item
 
 
-def code_job(item: Item, submission: str | None = None, *, job_id: str = "") -> dict[str, Any]:
-    """A grading job for a `code` item; with no submission the reference grades itself."""
-    if item.kind != "code":
-        raise ValueError(f"{item.id} is a {item.kind} item, not a code item")
-    job: dict[str, Any] = {
-        "kind": "code",
-        "job_id": job_id or item.id,
-        "requires": item.requires,
-        "seed": 0,
-        "setup": item.setup,
-        "reference": item.reference,
-        "entrypoint": item.entrypoint,
-        "submission": item.reference if submission is None else submission,
-    }
-    if item.probe:
-        job["probe"] = item.probe
-    if item.tolerances:
-        job["tolerances"] = dict(item.tolerances)
+def _base(item: Item, kind: str, job_id: str) -> dict[str, Any]:
+    """What every job of an item carries: kind, id, device, seed and the item's limits."""
+    if item.kind != kind:
+        raise ValueError(f"{item.id} is a {item.kind} item, not a {kind} item")
+    job: dict[str, Any] = {"kind": kind, "job_id": job_id or item.id, "requires": item.requires, "seed": 0}
     if item.limits:
         job["limits"] = dict(item.limits)
     return job
 
 
+def code_job(item: Item, submission: str | None = None, *, job_id: str = "") -> dict[str, Any]:
+    """A grading job for a `code` item; with no submission the reference grades itself."""
+    job = _base(item, "code", job_id)
+    job.update(setup=item.setup, reference=item.reference, entrypoint=item.entrypoint,
+               submission=item.reference if submission is None else submission)
+    if item.probe:
+        job["probe"] = item.probe
+    if item.tolerances:
+        job["tolerances"] = dict(item.tolerances)
+    return job
+
+
 def output_job(item: Item, *, job_id: str = "") -> dict[str, Any]:
     """A job that runs an `output` item's snippet so its expected stdout comes from real torch."""
-    if item.kind != "output":
-        raise ValueError(f"{item.id} is a {item.kind} item, not an output item")
-    job: dict[str, Any] = {
-        "kind": "output",
-        "job_id": job_id or item.id,
-        "requires": item.requires,
-        "seed": 0,
-        "snippet": item.snippet,
-    }
-    if item.limits:
-        job["limits"] = dict(item.limits)
+    job = _base(item, "output", job_id)
+    job["snippet"] = item.snippet
     return job
 
 

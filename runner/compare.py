@@ -113,9 +113,7 @@ def _close(e: float, g: float, rtol: float, atol: float) -> bool:
 def _compare_tensor(exp: TensorMeta, got: Any, rtol: float, atol: float, path: str) -> None:
     import torch
 
-    if not isinstance(got, TensorMeta):
-        raise Mismatch(f"{path}: expected {describe(exp)}, got {describe(got)}")
-    if got.kind != exp.kind:
+    if not isinstance(got, TensorMeta) or got.kind != exp.kind:
         raise Mismatch(f"{path}: expected {describe(exp)}, got {describe(got)}")
     if got.device != exp.device:
         raise Mismatch(f"{path}: wrong device (got {got.device})")
