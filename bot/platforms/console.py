@@ -27,6 +27,7 @@ from ..core.roles import RoleRules
 from ..core.runners import RunnerPool, RunnerSlot
 from ..core.service import QuizService
 from ..core.settings import CoreSettings
+from ..runtime import embedded_slot, load_bank_or_report, remote_slots
 
 PLATFORM = "console"
 _SPEAKER = re.compile(r"^([A-Za-z][A-Za-z0-9_.\-]{0,31}):(?:\s(.*)|)$", re.DOTALL)
@@ -201,12 +202,8 @@ async def run_console(argv: list[str], *, stdin: TextIO | None = None, stdout: T
         err.write(f"{exc}\n")
         return 2
     if bank is None:
-        from questionbank.loader import BankError, load_bank
-
-        try:
-            bank = load_bank(cfg.bank_root)
-        except BankError as exc:
-            err.write(f"the question bank has problems:\n{exc}\n")
+        bank = load_bank_or_report(cfg, err)
+        if bank is None:
             return 2
     if clock is None:
         if args.start:
@@ -241,26 +238,13 @@ async def run_console(argv: list[str], *, stdin: TextIO | None = None, stdout: T
 
             slots.append(RunnerSlot("remote", RunnerClient(args.runner, os.environ.get("RUNNER_TOKEN"))))
         elif cfg.runners and not args.no_runner:
-            import os
-
-            from runner.client import RunnerClient
-
-            for r in cfg.runners:
-                slots.append(RunnerSlot(r.name, RunnerClient(r.url, os.environ.get(r.token_env), r.timeout_s),
-                                        cuda=r.cuda, cuda_hint=bool(r.cuda)))
+            slots.extend(remote_slots(cfg))
         elif not args.no_runner:
-            from runner.client import RunnerUnavailable
-            from runner.embedded import EmbeddedRunner
-
-            err.write("starting the local runner (sandboxed torch; a few seconds)...\n")
-            err.flush()
-            try:
-                client = await stack.enter_async_context(EmbeddedRunner(
-                    allow_unsandboxed=args.allow_unsandboxed or cfg.embedded.allow_unsandboxed,
-                    config_path=cfg.embedded.config))
-                slots.append(RunnerSlot("local", client))
-            except RunnerUnavailable as exc:
-                err.write(f"the local runner did not start, playing choice questions only:\n{exc}\n")
+            slot = await embedded_slot(cfg, stack, err, allow_unsandboxed=args.allow_unsandboxed)
+            if slot is None:
+                err.write("playing choice questions only.\n")
+            else:
+                slots.append(slot)
         service = await QuizService.open(db_path, bank, RunnerPool(slots), clock=clock, settings=settings)
         stack.push_async_callback(service.close)
         ref = ChannelRef(PLATFORM, "local", cfg.console_channel, cfg.console_channel)
