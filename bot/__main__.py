@@ -1,4 +1,5 @@
-"""`python -m bot console [...]` plays in the terminal; `python -m bot check-config FILE` validates a config."""
+"""`python -m bot run --config FILE` runs the bot on Discord/Slack; `console` plays in the terminal;
+`check-config FILE` validates a config; `health --config FILE` is the container healthcheck."""
 from __future__ import annotations
 
 import sys
@@ -27,7 +28,11 @@ def check_config(argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    usage = "usage: python -m bot {console,check-config} ...  (python -m bot console --help)"
+    usage = ("usage: python -m bot {run,console,check-config,health} ...\n"
+             "  run --config FILE       the bot on every platform the config enables\n"
+             "  console [--help]        play in the terminal (embedded runner, local SQLite file)\n"
+             "  check-config FILE       validate a config without starting anything\n"
+             "  health --config FILE    exit 0 when the running bot's heartbeat is fresh")
     if not argv or argv[0] in ("-h", "--help"):
         print(usage)
         return 0 if argv else 2
@@ -38,6 +43,24 @@ def main(argv: list[str] | None = None) -> int:
         return console_main(rest)
     if cmd == "check-config":
         return check_config(rest)
+    if cmd in ("run", "health"):
+        import argparse
+
+        p = argparse.ArgumentParser(prog=f"python -m bot {cmd}")
+        p.add_argument("--config", required=True, help="the bot's YAML config (see config.example.yaml)")
+        args = p.parse_args(rest)
+        if cmd == "health":
+            from .app import health
+
+            return health(args.config, sys.stdout)
+        import asyncio
+
+        from .app import run_bot
+
+        try:
+            return asyncio.run(run_bot(args.config))
+        except KeyboardInterrupt:
+            return 130
     print(f"unknown command {cmd!r}\n{usage}", file=sys.stderr)
     return 2
 

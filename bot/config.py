@@ -129,7 +129,8 @@ class _V:
         name = self.get(d, key, path, str, default, check=lambda v: None if v.strip() and v.replace("_", "").isalnum()
                         else "an environment variable name like DISCORD_TOKEN")
         if required and name and not os.environ.get(name):
-            self.bad(f"{path}.{key}", f"environment variable {name} is not set")
+            self.bad(f"{path}.{key}", f"environment variable {name} is not set: export it with the secret "
+                                      "(with docker compose, put it in the .env file next to docker-compose.yml)")
         return name
 
 

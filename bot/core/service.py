@@ -232,15 +232,21 @@ class QuizService:
             return await self.submit(actor, where, text, explicit=in_round_thread and item.kind == "output")
         return []
 
-    async def submit(self, actor: Actor, where: ChannelRef, text: str, *, explicit: bool = True) -> list[Message]:
+    async def submit(self, actor: Actor, where: ChannelRef, text: str, *, explicit: bool = True,
+                     round_id: int | None = None) -> list[Message]:
         """An answer to the channel's open round (from `/quiz answer`, a form or a message).
-        Stored as queued before anything else; the result follows through the sink."""
+        Stored as queued before anything else; the result follows through the sink. `round_id`
+        is the round a form or button was made for: an answer meant for a round that has
+        closed since is refused rather than counted against the next question."""
         ch = await self.store.channels.by_ref(where)
         if ch is None or not ch.enabled:
             return [error("The quiz is not enabled in this channel. A moderator can turn it on with `/quiz enable`.")]
         rnd = await self.store.rounds.open_in(ch.id)
         if rnd is None or rnd.item_id is None:
             return [error(await self._no_round_text(ch))]
+        if round_id is not None and round_id != rnd.id:
+            return [error(f"Round #{round_id} has closed; your answer was not counted. Round #{rnd.id} is open "
+                          "now: answer it from its own post.")]
         item = self.bank.items.get(rnd.item_id)
         if item is None:
             return [error("This round's question is no longer in the bank; a moderator can `/quiz skip` it.")]
@@ -375,7 +381,9 @@ class QuizService:
             blocks.append(Block(note))
         return Message(kind="round_open", round_id=rnd.id, title=f"Question of the day #{rnd.id}",
                        blocks=blocks, data={"round_id": rnd.id, "item_id": item.id, "kind": item.kind,
-                                            "difficulty": item.difficulty, "closes_at": rnd.closes_at.isoformat()})
+                                            "difficulty": item.difficulty, "closes_at": rnd.closes_at.isoformat(),
+                                            "options": [{"key": o.key, "text": o.text.get(lang)} for o in item.options],
+                                            "multiple": len(item.correct) > 1})
 
     async def close_round(self, rnd: Round, *, status: str = "closed", by: str = "") -> bool:
         now = self.clock.now()

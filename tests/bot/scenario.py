@@ -8,7 +8,7 @@ as the console: the rules live in the core, so no adapter may change a score.
 from __future__ import annotations
 
 import io
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from bot.core import ChannelRef, FakeClock, RunnerPool
@@ -18,7 +18,7 @@ from bot.platforms.console import run_console
 
 from .helpers import FakeRunner, MiniBank, choice_item, code_item
 
-START = datetime(2025, 1, 6, 6, 0, tzinfo=timezone.utc)
+START = datetime(2025, 1, 6, 6, 0, tzinfo=UTC)
 RIGHT = "```python\ndef solve(x):\n    return x * 2\n```"
 WRONG_FORM = "def solve(x):\n    return x\n"  # what a player types into a form: no fences
 
