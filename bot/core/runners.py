@@ -56,6 +56,11 @@ class RunnerPool:
             slot.reachable = True
             slot.cuda = bool(health.get("cuda"))
 
+    def needs_refresh(self) -> bool:
+        """A runner that was down at start (or since) is asked again, so a GPU runner that comes
+        up after the bot still gets its cuda items."""
+        return any(s.cuda is None or not s.reachable for s in self.slots)
+
     def capabilities(self) -> set[str]:
         """What the configured runners can grade: {'cpu'} or {'cpu', 'cuda'}, empty with no runner."""
         if not self.slots:

@@ -93,6 +93,8 @@ class QuizService:
     async def _tick_loop(self) -> None:
         while True:
             try:
+                if self.pool.needs_refresh():
+                    await self.pool.refresh()
                 await self.tick()
             except Exception:  # noqa: BLE001 - keep ticking; the next tick retries
                 log.exception("tick failed")
