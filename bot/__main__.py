@@ -26,13 +26,28 @@ def check_config(argv: list[str]) -> int:
     return 0
 
 
+def backup(config: str, dest: str) -> int:
+    from .config import ConfigError, load_config
+    from .storage.db import backup_file
+
+    try:
+        cfg = load_config(config, check_env=False)
+        pages = backup_file(cfg.database, dest)
+    except (ConfigError, OSError) as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    print(f"{cfg.database} -> {dest} ({pages} pages)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     usage = ("usage: python -m bot {run,console,check-config,health} ...\n"
              "  run --config FILE       the bot on every platform the config enables\n"
              "  console [--help]        play in the terminal (embedded runner, local SQLite file)\n"
              "  check-config FILE       validate a config without starting anything\n"
-             "  health --config FILE    exit 0 when the running bot's heartbeat is fresh")
+             "  health --config FILE    exit 0 when the running bot's heartbeat is fresh\n"
+             "  backup --config FILE DEST   a consistent copy of the live SQLite file")
     if not argv or argv[0] in ("-h", "--help"):
         print(usage)
         return 0 if argv else 2
@@ -43,12 +58,16 @@ def main(argv: list[str] | None = None) -> int:
         return console_main(rest)
     if cmd == "check-config":
         return check_config(rest)
-    if cmd in ("run", "health"):
+    if cmd in ("run", "health", "backup"):
         import argparse
 
         p = argparse.ArgumentParser(prog=f"python -m bot {cmd}")
         p.add_argument("--config", required=True, help="the bot's YAML config (see config.example.yaml)")
+        if cmd == "backup":
+            p.add_argument("dest", help="the copy to write (must not exist)")
         args = p.parse_args(rest)
+        if cmd == "backup":
+            return backup(args.config, args.dest)
         if cmd == "health":
             from .app import health
 

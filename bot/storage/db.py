@@ -79,3 +79,26 @@ async def open_database(path: str | Path, *, migrations_dir: Path | None = None)
         await conn.close()  # its thread would otherwise keep the process alive
         raise
     return db
+
+
+def backup_file(source: str | Path, dest: str | Path) -> int:
+    """A consistent copy of a live database (SQLite's online backup API, safe while the bot
+    writes in WAL mode); returns the pages copied. A plain `cp` of a WAL database can miss
+    committed answers that are still in the -wal file."""
+    import sqlite3
+
+    src_path, dest_path = Path(source), Path(dest)
+    if not src_path.exists():
+        raise FileNotFoundError(f"{src_path}: no such database")
+    if dest_path.exists():
+        raise FileExistsError(f"{dest_path} exists: choose a new name")
+    src = sqlite3.connect(f"file:{src_path}?mode=ro", uri=True)
+    try:
+        out = sqlite3.connect(dest_path)
+        try:
+            src.backup(out)
+            return int(out.execute("PRAGMA page_count").fetchone()[0])
+        finally:
+            out.close()
+    finally:
+        src.close()

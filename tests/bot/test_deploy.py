@@ -60,7 +60,7 @@ async def test_run_refuses_bad_settings_and_no_platform(tmp_path: Path) -> None:
 def test_run_command_line_reports_a_broken_yaml_file(tmp_path: Path) -> None:
     cfg = write(tmp_path, "discord:\n  enabled: [true\n")
     proc = subprocess.run([sys.executable, "-m", "bot", "run", "--config", str(cfg)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 2 and f"{cfg}:" in proc.stderr and "not valid YAML" in proc.stderr
 
 
@@ -142,3 +142,26 @@ def test_compose_bot_keeps_its_database_on_a_volume_and_has_a_healthcheck() -> N
     dockerfile = (ROOT / "bot" / "Dockerfile").read_text(encoding="utf-8")
     assert "torch" not in dockerfile.replace("no torch", "")  # the bot image never installs torch
 
+
+
+async def test_backup_copies_a_live_database_including_its_wal(tmp_path: Path) -> None:
+    db = tmp_path / "data" / "quiz.sqlite3"
+    db.parent.mkdir()
+    cfg = write(tmp_path, f"database: {{path: {db}}}\n")
+    svc = await QuizService.open(str(db), scenario_bank(), RunnerPool([]), clock=FakeClock(START))
+    try:
+        await svc.enable(ChannelRef("console", "local", "quiz", "quiz"))  # committed, maybe only in the WAL
+        dest = tmp_path / "backup.sqlite3"
+        proc = subprocess.run([sys.executable, "-m", "bot", "backup", "--config", str(cfg), str(dest)], cwd=ROOT,
+                              capture_output=True, text=True, timeout=60, check=False)
+        assert proc.returncode == 0, proc.stderr
+        import sqlite3
+
+        copy = sqlite3.connect(dest)
+        assert copy.execute("SELECT COUNT(*) FROM channels").fetchone() == (1,)
+        copy.close()
+        again = subprocess.run([sys.executable, "-m", "bot", "backup", "--config", str(cfg), str(dest)], cwd=ROOT,
+                               capture_output=True, text=True, timeout=60, check=False)
+        assert again.returncode == 1 and "exists" in again.stderr  # never overwrites a backup
+    finally:
+        await svc.close()
