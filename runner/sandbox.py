@@ -147,7 +147,9 @@ def bwrap_argv(package_root: str, *, gpu: bool) -> JailPlan:
     for p in binds:
         argv += _dir_chain(p) + ["--ro-bind", p, p]
     # Host /proc for the zygote (trusted); each job mounts a private one on top.
-    argv += ["--perms", "0755", "--dir", SCRATCH,
+    # /scratch is a small tmpfs already in the zygote (torch._dynamo makes its cache dir on import);
+    # every job mounts a fresh one of its own over it.
+    argv += ["--perms", "1777", "--size", str(16 << 20), "--tmpfs", SCRATCH,
              "--bind", "/proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm"]
     if gpu:
         for dev in sorted(Path("/dev").glob("nvidia*")):

@@ -152,6 +152,11 @@ def main() -> None:
     import torch.autograd  # noqa: F401
     import torch.utils.data  # noqa: F401
     import torch.testing  # noqa: F401
+    # Optimizers, torch.func and anything that touches torch._dynamo import it lazily, which
+    # costs a job 1.5-3.5 s of its wall limit; import it once here, for every job to inherit.
+    import torch._dynamo  # noqa: F401
+    import torch.func  # noqa: F401
+    import torch.optim  # noqa: F401
 
     from . import harness  # noqa: F401
     from . import wire  # noqa: F401

@@ -46,7 +46,9 @@ async def test_sleeping_forever_hits_the_wall_clock(runner_client: RunnerClient)
 async def test_fork_bomb_is_contained(runner_client: RunnerClient) -> None:
     body = "while True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
     r = await grade_then_recover(runner_client, hostile(body, limits={"wall_s": 2}))
-    assert r["verdict"] == "timeout"
+    # capped at the process limit, the children spin (wall clock) or, each copying pages of
+    # the warm interpreter on write, exhaust the job's memory first: both end the job
+    assert r["verdict"] in ("timeout", "memory")
 
 
 async def test_thread_bomb_is_refused_by_the_process_limit(runner_client: RunnerClient) -> None:
