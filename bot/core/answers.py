@@ -13,7 +13,9 @@ from questionbank.model import Item
 
 DEFAULT_MAX_CHARS = 20_000
 
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n?(.*?)```", re.DOTALL)
+# A word right after the opening fence is a language tag only when the line ends there:
+# "```def f(x):" (Slack's text field, quick Discord messages) starts with code.
+_FENCE = re.compile(r"```(?:[ \t]*([A-Za-z0-9_+-]+)[ \t]*\n|[ \t]*\n?)(.*?)```", re.DOTALL)
 _INLINE = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
 
 

@@ -294,6 +294,15 @@ class QuizService:
             "multiple": len(item.correct) > 1, "max_chars": self.settings.answers.max_chars,
         })
 
+    async def is_round_thread(self, where: ChannelRef, ref: str) -> bool:
+        """Is `ref` (a thread id / parent message ts) the thread of the channel's open round?
+        Adapters pass the answer to `message(in_round_thread=...)`."""
+        ch = await self.store.channels.by_ref(where)
+        if ch is None:
+            return False
+        rnd = await self.store.rounds.open_in(ch.id)
+        return rnd is not None and rnd.message_ref == str(ref)
+
     async def set_round_ref(self, round_id: int, ref: str) -> None:
         """Adapters that post a round themselves record the post/thread id here."""
         async with self.db.transaction():

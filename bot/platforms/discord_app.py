@@ -330,10 +330,11 @@ class DiscordAdapter:
         if not text.strip():
             return
         channel = message.channel
-        me = self.client.user
-        in_round_thread = isinstance(channel, discord.Thread) and me is not None and channel.owner_id == me.id
+        where = where_of(channel)
         try:
-            replies = await self.svc.message(self.actor(message.author), where_of(channel), text,
+            in_round_thread = (isinstance(channel, discord.Thread)
+                               and await self.svc.is_round_thread(where, str(channel.id)))
+            replies = await self.svc.message(self.actor(message.author), where, text,
                                              in_round_thread=in_round_thread)
         except Exception:
             log.exception("discord: message %s failed", message.id)

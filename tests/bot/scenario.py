@@ -16,7 +16,7 @@ from bot.core.leaderboards import leaderboard
 from bot.core.service import QuizService
 from bot.platforms.console import run_console
 
-from .helpers import FakeRunner, MiniBank, choice_item, code_item
+from .helpers import FakeRunner, MiniBank, choice_item, code_item, output_item
 
 START = datetime(2025, 1, 6, 6, 0, tzinfo=UTC)
 RIGHT = "```python\ndef solve(x):\n    return x * 2\n```"
@@ -25,7 +25,7 @@ WRONG_FORM = "def solve(x):\n    return x\n"  # what a player types into a form:
 
 def scenario_bank() -> MiniBank:
     return MiniBank.of(code_item("c1", difficulty=2), code_item("c2", difficulty=1),
-                       choice_item("q1", correct=("B",)))
+                       choice_item("q1", correct=("B",)), output_item("o1"))
 
 
 async def board_of(svc: QuizService, where: ChannelRef) -> dict[str, float]:

@@ -274,6 +274,19 @@ async def test_long_paste_arrives_as_message_txt_and_is_read_as_code(bot: Bot) -
     assert (await bot.svc.db.fetchone("SELECT verdict FROM answers"))[0] == "passed"
 
 
+async def test_plain_text_in_an_output_rounds_thread_is_an_answer(bot: Bot) -> None:
+    await bot.slash(MOD, "enable")
+    await bot.slash(MOD, "post", item="o1")
+    in_channel = await bot.say(ALICE, "torch.Size([2, 3])", bot.world.channel)  # chatter in the channel
+    in_channel.add_reaction.assert_not_awaited()
+    in_thread = await bot.say(BOB, "torch.Size([2, 3])", bot.thread())
+    in_thread.add_reaction.assert_awaited_with(RECEIVED)
+    await bot.settle()
+    rows = await bot.svc.db.fetchall("SELECT verdict FROM answers")
+    assert [r[0] for r in rows] == ["passed"]
+    in_thread.add_reaction.assert_awaited_with(PASSED)
+
+
 # ------------------------------------------------------------------------------------ rights
 
 async def test_moderator_commands_are_refused_in_code_for_players(bot: Bot) -> None:

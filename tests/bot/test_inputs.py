@@ -94,6 +94,10 @@ def test_code_block_parsing():
     assert parsed.content == "def f(x):\n    return x\n\ndef g():\n    pass\n" and parsed.source == "fenced"
     assert parse_answer("```py\ndef solve(x): return x", item).content == "def solve(x): return x\n"  # unclosed
     assert parse_answer("def solve(x):\n    return x", item, explicit=True).source == "plain"
+    # code right after the fence (Slack's text field, a quick Discord message) is code, not a language
+    assert code_blocks("```def solve(x):\n    return x * 2```") == ["def solve(x):\n    return x * 2"]
+    assert code_blocks("```x = 1```") == ["x = 1"]
+    assert code_blocks("``` python \nx = 1\n```") == ["x = 1"]
     with pytest.raises(AnswerRejected, match="python block"):
         parse_answer("def solve(x): return x", item, explicit=False)
     out = output_item("o")
