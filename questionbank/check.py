@@ -233,7 +233,7 @@ class Checker:
         if not any(not c.get("example") for c in cases):
             self.add(item, "setup", "make_cases() has no hidden case (every case is an example)")
         if not any(c.get("example") for c in cases):
-            self.add(item, "setup", "no case is marked 'example': True, so players see no example", "warning")
+            self.add(item, "setup", "no case is marked 'example': True, so players see no example")
 
         async def must_fail(label: str, where: str, code: str, line: int = 0) -> None:
             result = await self.grade(code_job(item, code, job_id=f"check:{item.id}:{label}"))

@@ -109,17 +109,19 @@ class Bank:
         return [item for item in self.items.values() if question_id in item.outline]
 
     def search(self, text: str) -> list[Item]:
-        """Items matching every word of `text` (case-insensitive) in id, tags, outline ids, titles or prompts."""
+        """Items matching every word of `text` (case-insensitive) in id, tags, outline ids, titles
+        or prompts; those matching in the id or title first, then in the tags (moderators and
+        autocomplete see the best 25)."""
         words = text.lower().split()
-        found = []
-        for item in self.items.values():
-            hay = "\n".join([
-                item.id, item.kind, " ".join(item.tags), " ".join(item.outline),
-                item.title.zh, item.title.en, item.prompt.zh, item.prompt.en,
-            ]).lower()
+        scored = []
+        for pos, item in enumerate(self.items.values()):
+            head = "\n".join([item.id, item.title.zh, item.title.en]).lower()
+            tags = " ".join([item.kind, *item.tags, *item.outline]).lower()
+            hay = "\n".join([head, tags, item.prompt.zh, item.prompt.en]).lower()
             if all(word in hay for word in words):
-                found.append(item)
-        return found
+                rank = sum(3 if w in head else 2 if w in tags else 1 for w in words)
+                scored.append((-rank, pos, item))
+        return [item for _rank, _pos, item in sorted(scored, key=lambda t: t[:2])]
 
 
 # --------------------------------------------------------------------------------------------

@@ -297,10 +297,9 @@ def test_every_bank_file_loads() -> None:
     for kind in ("code", "output", "choice"):
         assert kinds.count(kind) >= 3, f"fewer than 3 {kind} items"
     for item in bank:
-        assert item.chapter in (2, 3) or item.chapter > 0
+        assert 1 <= item.chapter <= 10, item.id
         if item.kind == "code":
-            assert item.wrong, item.id
-            assert "'example': True" in item.setup or '"example": True' in item.setup, f"{item.id} shows no example"
+            assert item.wrong, item.id  # (examples shown to players are checked by `check`, on the real cases)
 
 
 def test_bank_queries() -> None:
@@ -308,7 +307,10 @@ def test_bank_queries() -> None:
     chapter3 = bank.by_chapter(3)
     assert chapter3 and all(any(o.startswith("3.") for o in i.outline) for i in chapter3)
     assert {i.id for i in bank.by_chapter(2)}.isdisjoint({"ste-fake-quant"})
-    assert [i.id for i in bank.search("Straight-Through")] == ["ste-fake-quant"]
+    found = bank.search("Straight-Through")
+    assert "ste-fake-quant" in {i.id for i in found}
+    in_head = [("straight-through" in f"{i.id} {i.title.zh} {i.title.en}".lower()) for i in found]
+    assert in_head == sorted(in_head, reverse=True)  # id/title matches rank before prompt-only ones
     assert "ste-fake-quant" in {i.id for i in bank.search("autograd STE")}
     assert bank.search("no such words anywhere") == []
     assert {i.id for i in bank.covering("2.2.1.a.1")} >= {"broadcasting-shapes"}
@@ -421,7 +423,10 @@ def test_cli_offline_commands(capsys: pytest.CaptureFixture[str]) -> None:
     assert "nchw-to-nhwc-view" in ids and len(ids) == len(set(ids))
 
     assert main(["list", "--kind", "output", "--chapter", "3", "--ids"]) == 0
-    assert capsys.readouterr().out.split() == ["grad-fn-chain"]
+    listed = capsys.readouterr().out.split()
+    bank = load_bank()
+    assert "grad-fn-chain" in listed and "detach-what-is-shared" not in listed  # a chapter-3 choice item
+    assert all(bank.get(i).kind == "output" and bank.get(i).chapter == 3 for i in listed)
 
     assert main(["show", "nchw-to-nhwc-view", "--lang", "zh"]) == 0
     out = capsys.readouterr().out
