@@ -63,8 +63,13 @@ def supervise(payload: dict[str, Any], fds: list[int], ctl_sock_fd: int, sandbox
     try:
         os.close(ctl_sock_fd)
         sandbox.die_with_parent()
+        work = None
         if sandboxed:
             sandbox.enter_job_namespaces()
+        else:  # no private tmpfs: a temporary directory, removed when the job is over
+            import tempfile
+            work = tempfile.mkdtemp(prefix="quiz-job-")
+            payload["work_dir"] = work
         pid = os.fork()
         if pid == 0:
             _job_main(payload, ctl, res, out, err, go, sandboxed)
@@ -72,6 +77,9 @@ def supervise(payload: dict[str, Any], fds: list[int], ctl_sock_fd: int, sandbox
             os.close(fd)
         _write_line(ctl, {"pid": pid})
         _, status, usage = os.wait4(pid, 0)
+        if work is not None:
+            import shutil
+            shutil.rmtree(work, ignore_errors=True)
         _write_line(ctl, {"status": status, "cpu_s": usage.ru_utime + usage.ru_stime,
                           "maxrss_kb": usage.ru_maxrss})
         code = 0
@@ -92,8 +100,7 @@ def _job_main(payload: dict[str, Any], ctl: int, res: int, out: int, err: int, g
         if sandboxed:
             work = sandbox.setup_job_mounts(int(limits.get("scratch_mb", 64)), bool(payload.get("tmp_is_scratch", True)))
         else:
-            import tempfile
-            work = tempfile.mkdtemp(prefix="quiz-job-")
+            work = payload["work_dir"]
         os.chdir(work)
         devnull = os.open("/dev/null", os.O_RDONLY)
         os.dup2(devnull, 0)

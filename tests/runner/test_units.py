@@ -179,3 +179,21 @@ async def test_a_full_queue_answers_503_with_retry_after(tmp_path: Path) -> None
     statuses = sorted(status for status, _ in results)
     assert statuses[0] == 200 and 503 in statuses
     assert all(retry for status, retry in results if status == 503)
+
+
+async def test_unsandboxed_jobs_remove_their_work_directory(tmp_path: Path, monkeypatch) -> None:
+    """Without the sandbox's private tmpfs each job gets a temporary directory; it must not pile up."""
+    from runner.config import RunnerConfig
+    from runner.engine import Engine
+    from tests.runner.jobs import CORRECT, job
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap here
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    body = CORRECT.replace("def ", "open('left-behind.txt', 'w').write('x')\ndef ", 1)
+    async with Engine(RunnerConfig(allow_unsandboxed=True, cgroups=False)) as engine:
+        assert engine.health()["sandboxed"] is False
+        for _ in range(3):
+            assert (await engine.grade(job(body)))["verdict"] == "passed"
+    assert list(tmp.glob("quiz-job-*")) == []
