@@ -61,7 +61,8 @@ def build_adapters(cfg: Config, service: QuizService) -> dict[str, tuple[Any, An
         s = SlackAdapter(
             service, cfg.slack, bot_token=cfg.secret(cfg.slack.bot_token_env),
             app_token=cfg.secret(cfg.slack.app_token_env) if cfg.slack.mode == "socket" else None,
-            signing_secret=cfg.secret(cfg.slack.signing_secret_env) if cfg.slack.mode == "http" else None)
+            signing_secret=cfg.secret(cfg.slack.signing_secret_env) if cfg.slack.mode == "http" else None,
+            base_url=cfg.slack.api_url)
         out["slack"] = (s, s.start)
     return out
 

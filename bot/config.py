@@ -57,6 +57,7 @@ class SlackConfig:
     signing_secret_env: str = "SLACK_SIGNING_SECRET"
     host: str = "0.0.0.0"
     port: int = 3000
+    api_url: str | None = None  # Slack's Web API base; None = https://slack.com/api/ (GovSlack differs)
 
 
 @dataclass(frozen=True)
@@ -281,7 +282,7 @@ def parse_config(raw: Any, *, check_env: bool = True) -> Config:
                             moderator_permission=v.get(dc, "moderator_permission", "discord", str, "manage_guild"))
 
     sl = v.section(top.get("slack"), "slack", {"enabled", "mode", "bot_token_env", "app_token_env",
-                                              "signing_secret_env", "host", "port"})
+                                              "signing_secret_env", "host", "port", "api_url"})
     s_on = v.get(sl, "enabled", "slack", bool, False)
     mode = v.get(sl, "mode", "slack", str, "socket", check=lambda m: None if m in ("socket", "http")
                  else "socket or http")
@@ -293,7 +294,9 @@ def parse_config(raw: Any, *, check_env: bool = True) -> Config:
         signing_secret_env=v.env(sl, "signing_secret_env", "slack", "SLACK_SIGNING_SECRET",
                                  required=check_env and s_on and mode == "http"),
         host=v.get(sl, "host", "slack", str, "0.0.0.0"),
-        port=v.get(sl, "port", "slack", int, 3000, check=lambda p: None if 0 < p < 65536 else "a TCP port"))
+        port=v.get(sl, "port", "slack", int, 3000, check=lambda p: None if 0 < p < 65536 else "a TCP port"),
+        api_url=v.get(sl, "api_url", "slack", str, None, nullable=True,
+                      check=lambda u: None if u.startswith(("https://", "http://")) else "an http(s):// URL"))
 
     co = v.section(top.get("console"), "console", {"channel"})
     console_channel = v.get(co, "channel", "console", str, "quiz")

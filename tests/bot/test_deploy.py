@@ -4,6 +4,7 @@ a GPU reservation, only the privileges the sandbox needs)."""
 from __future__ import annotations
 
 import io
+import json
 import subprocess
 import sys
 import time
@@ -165,3 +166,63 @@ async def test_backup_copies_a_live_database_including_its_wal(tmp_path: Path) -
         assert again.returncode == 1 and "exists" in again.stderr  # never overwrites a backup
     finally:
         await svc.close()
+
+
+async def test_run_serves_slack_end_to_end(tmp_path: Path, monkeypatch) -> None:
+    """`python -m bot run` as deployed (Slack in HTTP mode, Web API on a loopback fake): a
+    signed `/quiz enable` and `/quiz post` reach the core and the round is posted; the
+    heartbeat is written while it runs; a stop signal shuts it down cleanly."""
+    import asyncio
+    import socket
+    from urllib.parse import urlencode
+
+    import aiohttp
+
+    from .fake_slack import TEAM, TOKEN, FakeSlack, signature
+
+    fake = FakeSlack()
+    api = await fake.start()
+    fake.add_user("U0MOD", "Mona", admin=True)
+    fake.bot_channels.add("C0QUIZ")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for var, value in (("SLACK_BOT_TOKEN", TOKEN), ("SLACK_SIGNING_SECRET", "s3cret")):
+        monkeypatch.setenv(var, value)
+    cfg = write(tmp_path, f"database: {{path: {tmp_path / 'data' / 'quiz.sqlite3'}}}\n"
+                          f"slack: {{enabled: true, mode: http, host: 127.0.0.1, port: {port}, api_url: '{api}'}}\n")
+    stop = asyncio.Event()
+    bot = asyncio.create_task(run_bot(str(cfg), err=io.StringIO(), stop=stop))
+    try:
+        async with aiohttp.ClientSession() as session:
+            async def slash(text: str) -> int:
+                body = urlencode({"team_id": TEAM, "channel_id": "C0QUIZ", "channel_name": "quiz",
+                                  "user_id": "U0MOD", "user_name": "mona", "command": "/quiz", "text": text,
+                                  "response_url": fake.response_url(), "trigger_id": "t1"}).encode()
+                ts = str(int(time.time()))
+                headers = {"Content-Type": "application/x-www-form-urlencoded", "X-Slack-Request-Timestamp": ts,
+                           "X-Slack-Signature": signature("s3cret", ts, body)}
+                for _ in range(100):  # the server may still be starting
+                    try:
+                        async with session.post(f"http://127.0.0.1:{port}/slack/events", data=body,
+                                                headers=headers) as resp:
+                            return resp.status
+                    except aiohttp.ClientConnectorError:
+                        await asyncio.sleep(0.1)
+                raise AssertionError("the bot never listened")
+
+            assert await slash("enable") == 200
+            assert await slash("post tensor-factory-vs-constructor") == 200  # a choice item: no runner here
+            for _ in range(100):
+                if any("Question of the day" in json.dumps(p) for p in fake.posts(channel="C0QUIZ")):
+                    break
+                await asyncio.sleep(0.1)
+            else:
+                raise AssertionError(f"no round posted: {fake.methods()}")
+        assert heartbeat_path(load_config(cfg)).exists()
+    finally:
+        stop.set()
+        code = await asyncio.wait_for(bot, 30)
+        await fake.stop()
+    assert code == 0
+    assert not heartbeat_path(load_config(cfg)).exists()  # a clean stop says so to the healthcheck

@@ -8,8 +8,6 @@ would have shown: messages, ephemeral replies, modals, reactions, the App Home, 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import itertools
 import json
 import time
@@ -37,7 +35,7 @@ from bot.core.service import QuizService
 from bot.platforms import slack_render as render
 from bot.platforms.slack_app import NOT_PASSED, PASSED, RECEIVED, SlackAdapter
 
-from .fake_slack import BOT_ID, BOT_USER, TEAM, TOKEN, FakeSlack
+from .fake_slack import BOT_ID, BOT_USER, TEAM, TOKEN, FakeSlack, signature
 from .helpers import FakeRunner, MiniBank, choice_item
 from .scenario import RIGHT, START, WRONG_FORM, board_of, console_scores, scenario_bank
 
@@ -104,7 +102,7 @@ class Slack:
     async def send(self, body: bytes, content_type: str, *, secret: str = SECRET,
                    timestamp: int | None = None) -> tuple[int, str]:
         ts = str(int(time.time()) if timestamp is None else timestamp)
-        sig = "v0=" + hmac.new(secret.encode(), b"v0:" + ts.encode() + b":" + body, hashlib.sha256).hexdigest()
+        sig = signature(secret, ts, body)
         headers = {"Content-Type": content_type, "X-Slack-Request-Timestamp": ts, "X-Slack-Signature": sig}
         async with self.session.post(self.url, data=body, headers=headers) as resp:
             status, text = resp.status, await resp.text()
