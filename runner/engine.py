@@ -56,6 +56,7 @@ class RawRun:
     fatal: str = ""
     wall_ms: float = 0.0
     cpu_limit: float = 0.0
+    wall_limit: float = 0.0
     queue_ms: float = 0.0
 
     @property
@@ -260,7 +261,7 @@ class Engine:
                        gpu_memory_fraction=self.config.gpu_memory_fraction,
                        max_observation_bytes=self.config.max_observation_mb << 20,
                        tmp_is_scratch=self.plan.tmp_is_scratch if self.plan else False)
-        raw = RawRun(cpu_limit=float(limits.cpu_s))
+        raw = RawRun(cpu_limit=float(limits.cpu_s), wall_limit=float(limits.wall_s))
         pipes = [os.pipe() for _ in range(4)]  # ctl, result, stdout, stderr
         for r, _w in pipes:
             os.set_blocking(r, False)
@@ -492,10 +493,11 @@ class Engine:
         if raw.fatal:
             return "internal", raw.fatal, None
         if raw.timed_out:
-            return "timeout", "time limit exceeded", None
+            # the cases run one after another in one process: the limit is for all of them
+            return "timeout", f"time limit exceeded: all cases together ran past {raw.wall_limit:g} s", None
         sig = raw.signal
         if sig == signal.SIGXCPU or (sig == signal.SIGKILL and raw.cpu_s >= 0.95 * raw.cpu_limit):
-            return "timeout", "CPU time limit exceeded", None
+            return "timeout", f"CPU time limit exceeded: all cases together used over {raw.cpu_limit:g} s of CPU", None
         if raw.memory_exceeded:
             return "memory", "memory limit exceeded", None
         if raw.output_exceeded:
