@@ -25,7 +25,7 @@ from . import __version__, sandbox
 from .cgroups import JobCgroups, JobGroup
 from .compare import compare
 from .config import Limits, RunnerConfig
-from .wire import Decoder, WireError, split_frame
+from .wire import Decoder, WireError, split_frame, split_progress
 
 log = logging.getLogger("runner")
 
@@ -57,6 +57,7 @@ class RawRun:
     wall_ms: float = 0.0
     cpu_limit: float = 0.0
     wall_limit: float = 0.0
+    running_case: int | None = None  # the last case the job started, from its progress marks
     queue_ms: float = 0.0
 
     @property
@@ -421,6 +422,10 @@ class Engine:
             _attach_output(res, raw)
             return res
         verdict, message, error = self._process_verdict(raw, sub, trusted=False)
+        if verdict in ("timeout", "memory") and raw.running_case is not None and raw.running_case < len(ref.cases):
+            # killed mid-way: the player learns which case was too big or too slow
+            k = raw.running_case
+            message += f"; it was running case {k + 1} of {len(ref.cases)} ({ref.cases[k]['name']})"
         cases: list[dict[str, Any]] = []
         passed = 0
         first_error: dict[str, Any] | None = None
@@ -708,7 +713,7 @@ class Supervisor:
                     self.raw.memory_exceeded = True
                 self.group.remove()
         raw = self.raw
-        raw.frame = bytes(self.bufs[self.res]) or None
+        raw.running_case, raw.frame = split_progress(bytes(self.bufs[self.res]))
         raw.stdout = bytes(self.bufs[self.out])
         raw.stderr = bytes(self.bufs[self.err])
 

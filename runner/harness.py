@@ -12,9 +12,9 @@ import os
 import random
 import sys
 import traceback
-from typing import Any
+from typing import Any, Callable
 
-from .wire import Encoder, WireError
+from .wire import Encoder, WireError, progress_mark
 
 SUBMISSION_FILE = "<your code>"
 SNIPPET_FILE = "<snippet>"
@@ -128,8 +128,10 @@ class TorchSnapshot:
 _MISSING = object()
 
 
-def run_code_job(payload: dict[str, Any]) -> dict[str, Any]:
-    """Build cases, load the code, run each case and its probe; return the frame header + encoder."""
+def run_code_job(payload: dict[str, Any], started: Callable[[int], None] = lambda i: None) -> dict[str, Any]:
+    """Build cases, load the code, run each case and its probe; return the frame header + encoder.
+
+    `started(i)` is told before case i runs, so a job killed mid-way can name the case."""
     import torch
 
     enc = Encoder(max_bytes=int(payload.get("max_observation_bytes", 16 << 20)))
@@ -179,6 +181,7 @@ def run_code_job(payload: dict[str, Any]) -> dict[str, Any]:
         args = list(case.get("args", ()))
         kwargs = dict(case.get("kwargs", {}))
         slot = header["cases"][i]
+        started(i)
         try:
             result = fn(*args, **kwargs)
         except BaseException as e:  # noqa: BLE001
@@ -248,8 +251,15 @@ def run(payload: dict[str, Any], res_fd: int) -> None:
     if payload.get("requires") == "cuda" and payload.get("gpu_memory_fraction"):
         torch.cuda.set_per_process_memory_fraction(float(payload["gpu_memory_fraction"]))
     kind = payload["kind"]
+
+    def started(case_index: int) -> None:
+        _write_all(res_fd, progress_mark(case_index))
+
     try:
-        out = {"code": run_code_job, "output": run_output_job, "capabilities": run_capabilities}[kind](payload)
+        if kind == "code":
+            out = run_code_job(payload, started)
+        else:
+            out = {"output": run_output_job, "capabilities": run_capabilities}[kind](payload)
         frame = out["encoder"].frame(out["header"])
     except BaseException as e:  # noqa: BLE001 - a harness fault (e.g. a broken setup): report it
         info = {"type": type(e).__name__, "message": str(e)[:500],
@@ -260,9 +270,13 @@ def run(payload: dict[str, Any], res_fd: int) -> None:
         sys.stderr.flush()
     except BaseException:  # noqa: BLE001
         pass
-    view = memoryview(frame)
-    while view:
-        n = os.write(res_fd, view)
-        view = view[n:]
+    _write_all(res_fd, frame)
     os.close(res_fd)
     os._exit(0)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]

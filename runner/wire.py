@@ -13,6 +13,10 @@ import struct
 from typing import Any
 
 MAGIC = b"QZW1"
+# "case i starts" marks, written ahead of the frame, so that a job killed mid-way (time,
+# memory) can still say which case was running. They only ever label a message.
+PROGRESS = b"QZP1"
+PROGRESS_SIZE = 8
 MAX_DEPTH = 24
 MAX_NODES = 200_000
 
@@ -133,6 +137,20 @@ def _float_text(x: float) -> Any:
 
 def _type_name(tp: type) -> str:
     return f"{getattr(tp, '__module__', '?')}.{getattr(tp, '__qualname__', '?')}"[:200]
+
+
+def progress_mark(case_index: int) -> bytes:
+    return PROGRESS + struct.pack("<I", case_index)
+
+
+def split_progress(data: bytes) -> tuple[int | None, bytes | None]:
+    """The last case a job started (None if it marked none) and the frame after the marks."""
+    last: int | None = None
+    pos = 0
+    while data[pos:pos + 4] == PROGRESS and len(data) - pos >= PROGRESS_SIZE:
+        (last,) = struct.unpack("<I", data[pos + 4:pos + PROGRESS_SIZE])
+        pos += PROGRESS_SIZE
+    return last, (data[pos:] or None)
 
 
 def split_frame(data: bytes) -> tuple[dict[str, Any], memoryview]:

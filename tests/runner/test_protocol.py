@@ -35,6 +35,16 @@ async def test_partially_correct_answer_scores_the_cases_it_gets_right(runner_cl
     assert [c["passed"] for c in r["cases"]] == [True, True, True, False]
 
 
+async def test_a_timeout_names_the_case_that_was_running(runner_client: RunnerClient) -> None:
+    # fast on the small cases, hopelessly slow on the big square one: the player learns which
+    sub = "import time\n\ndef solve(x):\n    if x.shape == (6, 6):\n        time.sleep(60)\n    return x.t()\n"
+    r = await runner_client.grade(job(sub, limits={"wall_s": 2, "cpu_s": 2}))
+    assert r["verdict"] == "timeout"
+    assert r["message"] == ("time limit exceeded: all cases together ran past 2 s; "
+                            "it was running case 4 of 4 (case 4)")
+    assert r["passed_cases"] == 0
+
+
 async def test_exception_reports_type_and_only_the_players_traceback(runner_client: RunnerClient) -> None:
     sub = "def helper(x):\n    return x.bogus()\n\ndef solve(x):\n    return helper(x)\n"
     r = await runner_client.grade(job(sub))

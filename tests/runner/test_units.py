@@ -14,7 +14,7 @@ import torch
 
 from runner.compare import compare
 from runner.config import ConfigError, Limits, load_config
-from runner.wire import MAGIC, Decoder, Encoder, WireError, split_frame
+from runner.wire import MAGIC, PROGRESS, Decoder, Encoder, WireError, progress_mark, split_frame, split_progress
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -197,3 +197,15 @@ async def test_unsandboxed_jobs_remove_their_work_directory(tmp_path: Path, monk
         for _ in range(3):
             assert (await engine.grade(job(body)))["verdict"] == "passed"
     assert list(tmp.glob("quiz-job-*")) == []
+
+
+def test_progress_marks_are_read_ahead_of_the_frame_and_forgeries_only_relabel() -> None:
+    frame = MAGIC + struct.pack("<I", 2) + b"{}"
+    assert split_progress(progress_mark(0) + progress_mark(1) + frame) == (1, frame)
+    assert split_progress(progress_mark(3)) == (3, None)  # killed before any frame
+    assert split_progress(b"") == (None, None)
+    # a truncated or forged mark is left to the frame parser, which refuses it
+    last, rest = split_progress(progress_mark(0) + PROGRESS + b"\x01")
+    assert last == 0
+    with pytest.raises(WireError):
+        split_frame(rest)
