@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Literal
+from typing import Any, Awaitable, Literal, TypeVar
 
 import discord
 from discord import app_commands
@@ -26,6 +26,8 @@ PLATFORM = "discord"
 RECEIVED, PASSED, NOT_PASSED = "📥", "✅", "❌"
 ATTACHMENT_MAX_BYTES = 64 * 1024  # Discord turns long pastes into message.txt; read those
 ATTACHMENT_SUFFIXES = (".py", ".txt")
+FAILURE_TEXT = "Something went wrong on the bot's side; nothing was lost. Please try again in a moment."
+T = TypeVar("T")
 
 
 def actor_of(user: discord.abc.User, admin_permission: str = "manage_guild") -> Actor:
@@ -38,11 +40,13 @@ def actor_of(user: discord.abc.User, admin_permission: str = "manage_guild") -> 
 
 
 def where_of(channel: Any) -> ChannelRef:
-    """The quiz channel a message or interaction belongs to: a thread counts as its parent."""
-    if isinstance(channel, discord.Thread) and channel.parent is not None:
-        channel = channel.parent
+    """The quiz channel a message or interaction belongs to: a thread counts as its parent
+    (by `parent_id`, which a thread always has; `parent` is None when it is not cached)."""
     guild = getattr(channel, "guild", None)
-    return ChannelRef(PLATFORM, str(guild.id) if guild else "dm", str(channel.id), getattr(channel, "name", "") or "")
+    gid = str(guild.id) if guild else "dm"
+    if isinstance(channel, discord.Thread):
+        return ChannelRef(PLATFORM, gid, str(channel.parent_id), getattr(channel.parent, "name", "") or "")
+    return ChannelRef(PLATFORM, gid, str(channel.id), getattr(channel, "name", "") or "")
 
 
 class QuizClient(discord.Client):
@@ -83,8 +87,9 @@ class AnswerModal(discord.ui.Modal):
             placeholder="def ...  (plain code, no ``` needed)" if kind == "code" else "the exact printed text")
         label = "Your code" if kind == "code" else "What the snippet prints"
         entry = form.data.get("entrypoint")
-        self.add_item(discord.ui.Label(text=label, description=f"Define {entry}" if entry else None,
-                                       component=self.answer))
+        self.add_item(discord.ui.Label(
+            text=label, component=self.answer,
+            description=render.cut(f"Define {entry}", render.LABEL_DESCRIPTION_MAX, note="…") if entry else None))
 
     async def on_submit(self, interaction: discord.Interaction) -> None:
         await self.adapter.submit_answer(interaction, self.answer.value or "", round_id=self.round_id)
@@ -111,7 +116,7 @@ class QuizGroup(app_commands.Group):
     @app_commands.command(description="Answer the open round (opens a form without text)")
     @app_commands.describe(text="One-line answer: option keys or printed output; leave empty for the code form")
     async def answer(self, interaction: discord.Interaction, text: str | None = None) -> None:
-        if text:
+        if text and text.strip():
             await self.adapter.run_command(interaction, f"answer {text}")
         else:
             await self.adapter.open_form(interaction)
@@ -226,17 +231,26 @@ class DiscordAdapter:
 
     # ------------------------------------------------------------------ slash commands
 
-    async def run_command(self, interaction: discord.Interaction, text: str) -> None:
-        """Run a core command; if it is slow (a chart, a busy database) defer, then follow up."""
-        task = asyncio.ensure_future(self.svc.command(self.actor(interaction.user), where_of(interaction.channel),
-                                                      text.strip()))
+    async def in_time(self, interaction: discord.Interaction, work: Awaitable[T]) -> tuple[T, bool]:
+        """Await the core's work; if it is slow (a chart, a busy database), defer the interaction
+        first (Discord allows 3 s for the first response) so the reply can follow up.
+        Returns the result and whether the interaction was deferred."""
+        task = asyncio.ensure_future(work)
         deferred = False
         done, _ = await asyncio.wait({task}, timeout=self.defer_after_s)
-        if not done:
-            await interaction.response.defer(ephemeral=True, thinking=True)
-            deferred = True
+        if not done and not interaction.response.is_done():
+            try:
+                await interaction.response.defer(ephemeral=True, thinking=True)
+                deferred = True
+            except discord.HTTPException as exc:  # expired already: the work still finishes
+                log.warning("discord: could not defer interaction %s: %s", interaction.id, exc)
+        return await task, deferred
+
+    async def run_command(self, interaction: discord.Interaction, text: str) -> None:
+        """Run a core command; if it is slow (a chart, a busy database) defer, then follow up."""
         try:
-            messages = await task
+            messages, deferred = await self.in_time(
+                interaction, self.svc.command(self.actor(interaction.user), where_of(interaction.channel), text.strip()))
         except Exception as exc:  # noqa: BLE001 - the user gets a message, the log the traceback
             await self.report_failure(interaction, exc)
             return
@@ -247,7 +261,11 @@ class DiscordAdapter:
         After a private deferral, public replies go to the channel and the player gets 'Done'."""
         followed = False
         for msg in messages:
-            if msg.kind == "form":  # `/quiz answer` typed without text: we opened a modal instead
+            if msg.kind == "ack" and "answer_id" in msg.data:  # the verdict's details follow privately
+                self.followups.put(int(msg.data["answer_id"]), interaction)
+            if msg.kind == "form":  # `/quiz answer` without an answer: the modal or the buttons
+                if not interaction.response.is_done():
+                    await self.show_form(interaction, msg)
                 continue
             payload = render.payload_for(msg).kwargs()
             if not interaction.response.is_done():
@@ -259,17 +277,18 @@ class DiscordAdapter:
                 followed = True
         if deferred and not followed:
             await interaction.followup.send("Done.", ephemeral=True)
+        elif not interaction.response.is_done():  # nothing to show: still answer, or Discord says "failed"
+            await interaction.response.send_message("Done.", ephemeral=True)
 
     async def report_failure(self, interaction: discord.Interaction, exc: BaseException) -> None:
         log.error("discord: interaction failed", exc_info=exc)
-        text = "Something went wrong on the bot's side; nothing was lost. Please try again in a moment."
         try:
             if interaction.response.is_done():
-                await interaction.followup.send(text, ephemeral=True)
+                await interaction.followup.send(FAILURE_TEXT, ephemeral=True)
             else:
-                await interaction.response.send_message(text, ephemeral=True)
-        except discord.HTTPException:
-            pass
+                await interaction.response.send_message(FAILURE_TEXT, ephemeral=True)
+        except discord.DiscordException as again:  # expired token, or answered meanwhile
+            log.info("discord: could not report the failure: %s", again)
 
     async def _tree_error(self, interaction: discord.Interaction, error: app_commands.AppCommandError) -> None:
         await self.report_failure(interaction, error)
@@ -304,6 +323,10 @@ class DiscordAdapter:
             await self.reply(interaction, await self.svc.submit(self.actor(interaction.user), where, "",
                                                                 round_id=round_id))
             return
+        await self.show_form(interaction, form)
+
+    async def show_form(self, interaction: discord.Interaction, form: Message) -> None:
+        """The first response to `interaction`: the option buttons privately, else the modal."""
         if form.data.get("kind") == "choice":
             view = render.round_view(int(form.data["round_id"]), "choice", form.data.get("options") or [],
                                      bool(form.data.get("multiple")))
@@ -314,12 +337,10 @@ class DiscordAdapter:
     async def submit_answer(self, interaction: discord.Interaction, text: str, *, round_id: int | None) -> None:
         """A modal, button or select answer: stored by the core, acknowledged privately; the
         verdict's details come back privately on the same interaction when it is graded."""
-        replies = await self.svc.submit(self.actor(interaction.user), where_of(interaction.channel), text,
-                                        explicit=True, round_id=round_id)
-        for msg in replies:
-            if msg.kind == "ack" and "answer_id" in msg.data:
-                self.followups.put(int(msg.data["answer_id"]), interaction)
-        await self.reply(interaction, replies)
+        replies, deferred = await self.in_time(
+            interaction, self.svc.submit(self.actor(interaction.user), where_of(interaction.channel), text,
+                                         explicit=True, round_id=round_id))
+        await self.reply(interaction, replies, deferred=deferred)
 
     async def on_message(self, message: discord.Message) -> None:
         """A chat message in a quiz channel or a round's thread; the core decides if it answers."""
@@ -331,13 +352,19 @@ class DiscordAdapter:
             return
         channel = message.channel
         where = where_of(channel)
+        in_round_thread = False
         try:
             in_round_thread = (isinstance(channel, discord.Thread)
                                and await self.svc.is_round_thread(where, str(channel.id)))
             replies = await self.svc.message(self.actor(message.author), where, text,
                                              in_round_thread=in_round_thread)
-        except Exception:
+        except Exception:  # noqa: BLE001
             log.exception("discord: message %s failed", message.id)
+            if "```" in text or in_round_thread:  # an answer, most likely: say it was not taken
+                try:
+                    await message.reply(FAILURE_TEXT, mention_author=False)
+                except discord.HTTPException as exc:
+                    log.info("discord: could not report the failure: %s", exc)
             return
         for msg in replies:
             if msg.kind == "ack" and "answer_id" in msg.data:
@@ -399,7 +426,20 @@ class DiscordAdapter:
 
     async def sink(self, ref: ChannelRef, msg: Message) -> str | None:
         """Post a core message. A round gets its embed and a thread for answers (the thread's
-        id is the post's id, which becomes the round's reference); round messages go into it."""
+        id is the post's id, which becomes the round's reference); round messages go into it.
+
+        The core keeps a message whose sink raised and retries it before any later one, in
+        every channel. Posting again cannot help when the channel is gone or the bot may not
+        post there (NotFound, Forbidden): that message is dropped and logged, so one such
+        channel does not hold up every other channel's rounds and results. Other errors
+        (Discord down) raise, and the core retries."""
+        try:
+            return await self._sink(ref, msg)
+        except (discord.NotFound, discord.Forbidden) as exc:
+            log.error("discord: dropped a %s message for %s (round %s): %s", msg.kind, ref, msg.round_id, exc)
+            return None
+
+    async def _sink(self, ref: ChannelRef, msg: Message) -> str | None:
         channel = await self._resolve(ref.channel)
         if msg.kind == "round_open":
             return await self._post_round(channel, msg)

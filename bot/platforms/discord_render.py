@@ -22,10 +22,14 @@ FIELD_MAX = 1024
 FIELDS_MAX = 25
 EMBED_TOTAL_MAX = 6000
 CONTENT_MAX = 2000
+FOOTER_MAX = 2048
 MODAL_TITLE_MAX = 45
 MODAL_INPUT_MAX = 4000
 BUTTON_LABEL_MAX = 80
+SELECT_LABEL_MAX = 80
 SELECT_DESCRIPTION_MAX = 100
+SELECT_OPTIONS_MAX = 25
+LABEL_DESCRIPTION_MAX = 100
 CHOICE_NAME_MAX = 100
 
 COLOURS = {
@@ -59,8 +63,8 @@ def embed_for(msg: Message, *, short: bool = False) -> discord.Embed:
     description = None if short else cut(body_text(msg), DESCRIPTION_MAX) or None
     embed = discord.Embed(title=title, description=description, colour=colour)
     if msg.kind == "round_open" and "difficulty" in msg.data:
-        embed.set_footer(text=f"{msg.data.get('kind', '')} · difficulty {msg.data['difficulty']} · "
-                              f"{msg.data.get('item_id', '')}")
+        embed.set_footer(text=cut(f"{msg.data.get('kind', '')} · difficulty {msg.data['difficulty']} · "
+                                  f"{msg.data.get('item_id', '')}", FOOTER_MAX, note="…"))
     return fit_total(embed)
 
 
@@ -137,17 +141,19 @@ def round_view(round_id: int, kind: str, options: list[dict[str, str]], multiple
     a several-answer one, and an Answer button (opens the form) for code and output items.
     Custom ids carry the round, so a click still works after the bot restarts."""
     view = discord.ui.View(timeout=None)
+    options = options[:SELECT_OPTIONS_MAX]  # a select takes 25 options, a view 25 buttons (5 rows of 5)
     if kind == "choice" and options:
         if multiple:
             view.add_item(discord.ui.Select(
                 custom_id=choices_custom_id(round_id), placeholder="Pick every correct option",
-                min_values=1, max_values=len(options),
-                options=[discord.SelectOption(label=o["key"], value=o["key"],
-                                              description=cut(o["text"], SELECT_DESCRIPTION_MAX, note="…"))
-                         for o in options[:25]]))
+                min_values=1, max_values=len(options),  # never more than the options offered
+                options=[discord.SelectOption(label=cut(o["key"], SELECT_LABEL_MAX, note="…"), value=o["key"],
+                                              description=cut(o["text"], SELECT_DESCRIPTION_MAX, note="…") or None)
+                         for o in options]))
         else:
-            for o in options[:25]:
-                view.add_item(discord.ui.Button(label=o["key"], style=discord.ButtonStyle.secondary,
+            for o in options:
+                view.add_item(discord.ui.Button(label=cut(o["key"], BUTTON_LABEL_MAX, note="…"),
+                                                style=discord.ButtonStyle.secondary,
                                                 custom_id=choice_custom_id(round_id, o["key"])))
     else:
         view.add_item(discord.ui.Button(label="Answer", style=discord.ButtonStyle.primary,

@@ -7,8 +7,10 @@ them must exist with that signature in discord.py.
 """
 from __future__ import annotations
 
+import asyncio
 import itertools
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 from unittest.mock import AsyncMock, MagicMock, create_autospec
 
@@ -20,6 +22,7 @@ from bot.core import Block, CoreSettings, FakeClock, Message, RoleRules, RunnerP
 from bot.core.service import QuizService
 from bot.platforms import discord_render as render
 from bot.platforms.discord_app import (
+    FAILURE_TEXT,
     NOT_PASSED,
     PASSED,
     RECEIVED,
@@ -51,20 +54,22 @@ class World:
     def text_channel(self, cid: int, name: str) -> Any:
         ch = create_autospec(discord.TextChannel, instance=True)
         ch.id, ch.name, ch.guild, ch.mention = cid, name, self.guild, f"<#{cid}>"
-        ch.send = AsyncMock(side_effect=lambda **kw: self._posted(ch, kw))
+        # side effects on the specced methods, so a call discord.py would refuse fails here too
+        ch.send.side_effect = lambda content=None, **kw: self._posted(ch, {"content": content, **kw})
         return ch
 
     def _posted(self, where: Any, kw: dict[str, Any]) -> Any:
         msg = create_autospec(discord.Message, instance=True)
         msg.id = next(_ids)
-        msg.create_thread = AsyncMock(side_effect=lambda **k: self._thread(msg, k))
+        msg.create_thread.side_effect = lambda **k: self._thread(msg, k)
         self.posts.append({"where": where, "message": msg, **kw})
         return msg
 
     def _thread(self, parent_msg: Any, kw: dict[str, Any]) -> Any:
         th = create_autospec(discord.Thread, instance=True)
         th.id, th.name, th.parent, th.guild, th.owner_id = parent_msg.id, kw["name"], self.channel, self.guild, BOT_ID
-        th.send = AsyncMock(side_effect=lambda *a, **k: self._posted(th, {"content": a[0]} if a else k))
+        th.parent_id = self.channel.id
+        th.send.side_effect = lambda content=None, **k: self._posted(th, {"content": content, **k})
         self.threads[th.id] = th
         self.channels[th.id] = th
         return th
@@ -97,6 +102,8 @@ def interaction(user: Any, channel: Any, *, data: dict[str, Any] | None = None) 
     used = {"done": False}
 
     def mark(*_a: Any, **_k: Any) -> None:
+        if used["done"]:  # Discord takes one response per interaction; discord.py raises this
+            raise discord.InteractionResponded(inter)
         used["done"] = True
 
     resp.is_done.side_effect = lambda: used["done"]
@@ -169,6 +176,13 @@ async def count(bot: Bot, table: str) -> int:
     return int(row[0])
 
 
+async def submit_modal(modal: AnswerModal, inter: Any, value: str) -> None:
+    """What discord.py does with a modal submission: fill the inputs, run on_submit (on_error
+    when it raises)."""
+    await modal._scheduled_task(inter, [{"type": 18, "component": {"type": 4, "custom_id": "quiz:form:answer",
+                                                                    "value": value}}], {})
+
+
 def sent_text(call: Any) -> str:
     """Everything a send/send_message call would show: content plus embed title and description."""
     kw = call.kwargs
@@ -219,7 +233,7 @@ async def test_scenario_scores_like_the_console(bot: Bot, tmp_path: Path) -> Non
     assert "passed" in alice_result["embed"].title
     assert alice_result["allowed_mentions"].users[0].id == 2 and alice_result["allowed_mentions"].everyone is False
     alice_msg.add_reaction.assert_awaited_with(PASSED)
-    alice_msg.remove_reaction.assert_awaited()
+    alice_msg.remove_reaction.assert_awaited_once_with(RECEIVED, bot.adapter.client.user)
     # Bob's form answer: details privately on his interaction, only the verdict line in public
     private = submit.followup.send.call_args
     assert private.kwargs["ephemeral"] is True and "wrong answer" in sent_text(private)
@@ -391,3 +405,167 @@ async def test_player_error_output_with_mentions_is_neutralised_in_the_thread(bo
     assert "@here" not in result["embed"].description.replace("@\u200bhere", "")
     assert result["allowed_mentions"].everyone is False
     answer.add_reaction.assert_awaited_with(NOT_PASSED)
+
+
+# ------------------------------------------------------------------------------------ every interaction is answered
+
+async def test_a_blank_answer_option_opens_the_form(bot: Bot) -> None:
+    await bot.slash(MOD, "enable")
+    await bot.slash(MOD, "post", item="c1")
+    inter = await bot.slash(ALICE, "answer", text="   ")
+    assert isinstance(inter.response.send_modal.call_args.args[0], AnswerModal)
+    assert await count(bot, "answers") == 0
+
+
+async def test_a_failing_command_still_gets_a_private_reply(bot: Bot, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def broken(*_a: Any, **_k: Any) -> Any:
+        raise RuntimeError("database is locked")
+
+    monkeypatch.setattr(bot.svc, "command", broken)
+    fast = await bot.slash(ALICE, "leaderboard", period="week")
+    call = fast.response.send_message.call_args
+    assert sent_text(call).strip() == FAILURE_TEXT and call.kwargs["ephemeral"] is True
+
+    async def slow_then_broken(*_a: Any, **_k: Any) -> Any:
+        await asyncio.sleep(0.05)
+        raise RuntimeError("database is locked")
+
+    monkeypatch.setattr(bot.svc, "command", slow_then_broken)
+    bot.adapter.defer_after_s = 0.0
+    slow = await bot.slash(ALICE, "leaderboard", period="week")
+    slow.response.defer.assert_awaited_once()
+    assert sent_text(slow.followup.send.call_args).strip() == FAILURE_TEXT
+
+
+async def test_a_failing_modal_submission_is_answered(bot: Bot, monkeypatch: pytest.MonkeyPatch) -> None:
+    await bot.slash(MOD, "enable")
+    await bot.slash(MOD, "post", item="c1")
+    form = await bot.slash(ALICE, "answer")
+    modal = form.response.send_modal.call_args.args[0]
+
+    async def broken(*_a: Any, **_k: Any) -> Any:
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(bot.svc, "submit", broken)
+    submit = interaction(ALICE, bot.thread())
+    await submit_modal(modal, submit, RIGHT)
+    call = submit.response.send_message.call_args
+    assert sent_text(call).strip() == FAILURE_TEXT and call.kwargs["ephemeral"] is True
+
+
+async def test_a_slow_modal_answer_defers_then_acks_and_grades_privately(bot: Bot) -> None:
+    await bot.slash(MOD, "enable")
+    await bot.slash(MOD, "post", item="c1")
+    form = await bot.slash(ALICE, "answer")
+    modal = form.response.send_modal.call_args.args[0]
+    bot.adapter.defer_after_s = 0.0  # the core is slower than Discord's 3 s would allow
+    submit = interaction(ALICE, bot.thread())
+    await submit_modal(modal, submit, "def solve(x):\n    return x * 2\n")
+    submit.response.defer.assert_awaited_once_with(ephemeral=True, thinking=True)
+    submit.response.send_message.assert_not_awaited()
+    ack = submit.followup.send.call_args
+    assert "received" in sent_text(ack) and ack.kwargs["ephemeral"] is True
+    await bot.settle()
+    result = submit.followup.send.call_args  # the verdict's details on the same interaction
+    assert "passed" in sent_text(result) and result.kwargs["ephemeral"] is True
+    assert submit.followup.send.await_count == 2
+
+
+async def test_a_one_line_slash_answer_gets_its_details_privately(bot: Bot) -> None:
+    await bot.slash(MOD, "enable")
+    await bot.slash(MOD, "post", item="q1")
+    inter = await bot.slash(ALICE, "answer", text="A")
+    assert inter.response.send_message.call_args.kwargs["ephemeral"] is True
+    await bot.settle()
+    private = inter.followup.send.call_args
+    assert private.kwargs["ephemeral"] is True and "answer #1" in sent_text(private)
+    public = [p for p in bot.world.in_(bot.thread()) if "<@2>" in (p.get("content") or "")]
+    assert len(public) == 1 and public[0]["embed"].description is None  # the verdict line only
+
+
+async def test_an_answer_in_a_thread_whose_parent_is_not_cached_counts(bot: Bot) -> None:
+    await bot.slash(MOD, "enable")
+    await bot.slash(MOD, "post", item="c1")
+    thread = bot.thread()
+    thread.parent = None  # Thread.parent looks the parent up in the cache; parent_id is always there
+    assert where_of(thread).channel == str(CHANNEL_ID)
+    msg = await bot.say(ALICE, RIGHT, thread)
+    msg.add_reaction.assert_awaited_with(RECEIVED)
+    assert await count(bot, "answers") == 1
+
+
+async def test_an_answer_the_core_fails_on_gets_a_reply(bot: Bot, monkeypatch: pytest.MonkeyPatch) -> None:
+    await bot.slash(MOD, "enable")
+    await bot.slash(MOD, "post", item="c1")
+
+    async def broken(*_a: Any, **_k: Any) -> Any:
+        raise RuntimeError("database is locked")
+
+    monkeypatch.setattr(bot.svc, "message", broken)
+    answer = await bot.say(ALICE, RIGHT, bot.world.channel)
+    assert FAILURE_TEXT in sent_text(answer.reply.call_args)
+    assert answer.reply.call_args.kwargs["mention_author"] is False
+    chatter = await bot.say(BOB, "good morning", bot.world.channel)
+    chatter.reply.assert_not_awaited()  # not an answer: no error under every message
+
+
+async def test_autocomplete_is_wired_to_the_commands(bot: Bot) -> None:
+    for command, option, current, expected in (("post", "item", "c", "c1"), ("bank", "query", "c", "c1"),
+                                               ("week", "topic", "", "1")):
+        inter = interaction(MOD, bot.world.channel)
+        cmd = bot.adapter.group.get_command(command)
+        await cmd._invoke_autocomplete(inter, option, SimpleNamespace(**{option: current}))  # type: ignore[union-attr]
+        choices = inter.response.autocomplete.call_args.args[0]
+        assert expected in {c.value for c in choices} and len(choices) <= 25
+        assert all(len(c.name) <= render.CHOICE_NAME_MAX for c in choices)
+
+
+# ------------------------------------------------------------------------------------ more limits
+
+def test_components_and_footers_stay_within_discord_limits() -> None:
+    options = [{"key": f"K{i}" + "k" * 120, "text": "t" * 300} for i in range(30)]
+    select = render.round_view(7, "choice", options, multiple=True).children[0]
+    assert isinstance(select, discord.ui.Select)
+    assert len(select.options) == 25 and select.max_values <= len(select.options)
+    assert all(len(o.label) <= render.SELECT_LABEL_MAX and len(o.description or "") <= 100 for o in select.options)
+    buttons = render.round_view(7, "choice", options, multiple=False).children
+    assert len(buttons) == 25 and all(len(b.label or "") <= render.BUTTON_LABEL_MAX for b in buttons)
+
+    msg = Message(kind="round_open", title="Q", blocks=[Block("x" * 5000)],
+                  data={"kind": "code", "difficulty": 2, "item_id": "i" * 3000})
+    emb = render.embed_for(msg)
+    assert len(emb.footer.text) <= 2048 and len(emb) <= render.EMBED_TOTAL_MAX
+
+
+def test_the_answer_modal_stays_within_discord_limits() -> None:
+    form = Message(kind="form", title="A very long item title " * 10, data={
+        "round_id": 3, "kind": "code", "starter": "def solve(x):\n    ...\n", "entrypoint": "solve_" + "x" * 200,
+        "max_chars": 20_000})
+    modal = AnswerModal(MagicMock(), form)
+    assert len(modal.title) <= render.MODAL_TITLE_MAX
+    assert modal.answer.max_length == render.MODAL_INPUT_MAX
+    label = modal.children[0]
+    assert isinstance(label, discord.ui.Label) and len(label.description or "") <= 100
+    assert modal.to_dict()  # serialisable as discord.py would send it
+
+
+async def test_a_channel_the_bot_may_not_post_in_does_not_hold_up_the_others(bot: Bot) -> None:
+    world = bot.world
+    locked = world.text_channel(2001, "locked")
+    world.channels[locked.id] = locked
+    forbidden = discord.Forbidden(MagicMock(status=403, reason="Forbidden"), {"code": 50013,
+                                                                            "message": "Missing Permissions"})
+    locked.send.side_effect = forbidden
+    await bot.slash(MOD, "enable", channel=locked)
+    await bot.slash(MOD, "post", channel=locked, item="q1")  # its round post is refused by Discord
+    await bot.slash(MOD, "enable")
+    await bot.slash(MOD, "post", item="c1")
+    assert [p["embed"].title for p in world.in_(world.channel)] == ["Question of the day #2"]
+    assert await bot.svc.store.outbox.pending() == []
+    # a passing outage is not dropped: the core keeps the message and posts it on the next pass
+    world.channel.send.side_effect = discord.DiscordServerError(MagicMock(status=503, reason="Unavailable"), "")
+    await bot.slash(MOD, "close")
+    assert len(await bot.svc.store.outbox.pending()) == 1
+    world.channel.send.side_effect = lambda content=None, **kw: world._posted(world.channel, {"content": content, **kw})
+    await bot.svc.deliver()
+    assert world.in_(world.channel)[-1]["embed"].title.startswith("Round #2 closed")
