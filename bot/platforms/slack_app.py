@@ -12,12 +12,14 @@ import asyncio
 import contextlib
 import logging
 import re
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 from slack_bolt.async_app import AsyncApp
-from slack_sdk.errors import SlackApiError
+from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -35,6 +37,13 @@ RECEIVED, PASSED, NOT_PASSED = "inbox_tray", "white_check_mark", "x"
 CACHE_S = 300.0  # users' names and admin flags, user groups, channel memberships
 ANSWERS_IN = (None, "thread_broadcast", "file_share")  # message subtypes a player writes
 SORRY = "Something went wrong on the bot's side; nothing was lost. Please try again in a moment."
+HOME_SORRY = "Could not load your quiz card right now. Open this tab again in a moment."
+STALE_FORM = "This form is no longer valid: open it again with `/quiz answer` or the round's Answer button."
+# Slack wants a view submission acknowledged within 3 s (else the modal shows an error) and a
+# trigger_id used within 3 s. Work done before either is bounded: a slow or rate-limited
+# users.info (the client sleeps through 429s) must not cost the player their modal.
+ACK_S = 2.5  # what a view submission may spend before it is acknowledged
+LOOKUP_S = 1.0  # what a lookup ahead of an ack or a views.open may take; then the payload's name
 # Posting again cannot help after these: the message is dropped (and logged) so that one
 # archived channel does not hold up every other channel's outbox behind it.
 GONE = frozenset({"channel_not_found", "is_archived", "not_in_channel", "account_inactive", "restricted_action",
@@ -84,6 +93,8 @@ class SlackAdapter:
         self._users: Recent[tuple[str, str], tuple[str, bool]] = Recent(ttl_s=CACHE_S, size=8192)
         self._groups: Recent[str, dict[str, frozenset[str]]] = Recent(ttl_s=CACHE_S, size=64)
         self._members: Recent[str, frozenset[str]] = Recent(ttl_s=CACHE_S)
+        self._names: Recent[tuple[str, str], str] = Recent(ttl_s=30 * 24 * 3600.0, size=8192)  # last known
+        self._seen: Recent[tuple[str, str], bool] = Recent(ttl_s=3600.0, size=8192)  # messages handled
         self._bot_user: str | None = None
         self._running = 0
         self._quiet = asyncio.Event()
@@ -184,7 +195,19 @@ class SlackAdapter:
                 log.warning("slack: users.info %s failed (%s); treating them as a player", user_id, slack_error(exc))
             known = (str(name), admin)
             self._users.put((team, user_id), known)
+            self._names.put((team, user_id), known[0])
         return Actor(PLATFORM, user_id, known[0], await self._roles(team, user_id), known[1])
+
+    async def actor_within(self, team: str, user_id: str, fallback_name: str | None = None, *,
+                           timeout: float = LOOKUP_S) -> Actor:
+        """`actor()` for a player answering, bounded in time: ahead of an ack or a views.open a
+        slow Slack must not make the player wait past 3 s. On timeout, the last known name (a
+        player's answer needs no roles), so that the core does not rename them."""
+        try:
+            return await asyncio.wait_for(self.actor(team, user_id, fallback_name), timeout)
+        except asyncio.TimeoutError:
+            log.warning("slack: looking up %s took over %.1f s; answering with what is known", user_id, timeout)
+            return Actor(PLATFORM, user_id, self._names.get((team, user_id)) or str(fallback_name or user_id))
 
     async def _roles(self, team: str, user_id: str) -> frozenset[str]:
         groups = self._groups.get(team)
@@ -246,6 +269,13 @@ class SlackAdapter:
             where = ChannelRef(PLATFORM, team, channel)
             thread = event.get("thread_ts")
             thread = str(thread) if thread and thread != ts else None
+            # Slack delivers an event again when it saw no ack within 3 s (a busy bot, a socket
+            # reconnect): the same message must not become a second attempt.
+            if self._seen.get((channel, ts)):
+                log.info("slack: message %s in %s delivered again; already handled", ts, channel)
+                return
+            self._seen.put((channel, ts), True)
+            in_round_thread = False
             try:
                 in_round_thread = bool(thread) and await self.svc.is_round_thread(where, str(thread))
                 actor = await self.actor(team, str(event["user"]))
@@ -258,6 +288,10 @@ class SlackAdapter:
                         await self._ephemeral(channel, actor.user_id, msg, thread_ts=thread)
             except Exception:
                 log.exception("slack: message %s in %s failed", ts, channel)
+                if in_round_thread or "```" in text:  # likely an answer: the player must not wait in vain
+                    with contextlib.suppress(Exception):
+                        await self.client.chat_postEphemeral(channel=channel, user=str(event["user"]), text=SORRY,
+                                                             **({"thread_ts": thread} if thread else {}))
 
     async def open_form(self, where: ChannelRef, actor: Actor, form: Message, *, trigger_id: str | None,
                         respond: Respond | None = None) -> None:
@@ -281,25 +315,44 @@ class SlackAdapter:
 
     async def on_modal(self, ack: Any, body: dict[str, Any], view: dict[str, Any]) -> None:
         """The answer modal submitted. The core stores it or refuses it; a refusal is shown in
-        the modal under the input (nothing stored) and the modal stays open."""
+        the modal under the input (nothing stored) and the modal stays open. Everything before
+        the ack is bounded (ACK_S): past it the modal closes and the outcome comes privately."""
         async with self._busy():
+            started = time.monotonic()
             where, round_id, text = render.modal_submission(view)
             if where is None:
-                await ack()
+                await ack(response_action="errors", errors={render.BLOCK_ANSWER: STALE_FORM})
                 return
             user = body.get("user") or {}
+            acked = False
+            actor = Actor(PLATFORM, str(user.get("id")), str(user.get("username") or user.get("name") or ""))
             try:
-                actor = await self.actor(where.workspace, str(user.get("id")), user.get("username") or user.get("name"))
-                replies = await self.svc.submit(actor, where, text, explicit=True, round_id=round_id)
+                actor = await self.actor_within(where.workspace, str(user.get("id")),
+                                                user.get("username") or user.get("name"))
+                submitting = asyncio.ensure_future(
+                    self.svc.submit(actor, where, text, explicit=True, round_id=round_id))
+                left = max(0.1, ACK_S - (time.monotonic() - started))
+                done, _ = await asyncio.wait({submitting}, timeout=left)
+                if not done:  # the core is slow today: close the modal, say the outcome privately
+                    log.warning("slack: a modal answer took over %.1f s; acknowledging first", ACK_S)
+                    acked = True
+                    await ack()
+                replies = await submitting
             except Exception:
                 log.exception("slack: modal answer failed")
-                await ack(response_action="errors", errors={render.BLOCK_ANSWER: SORRY})
+                if not acked:
+                    await ack(response_action="errors", errors={render.BLOCK_ANSWER: SORRY})
+                else:
+                    with contextlib.suppress(Exception):
+                        await self.reply(where, actor, Message(kind="error", ephemeral=True, blocks=[Block(SORRY)]))
                 return
             refusals = [m for m in replies if m.kind in ("error", "denied")]
-            if refusals:
-                await ack(response_action="errors", errors={render.BLOCK_ANSWER: render.modal_error(refusals[0])})
-                return
-            await ack()
+            if not acked:
+                acked = True
+                if refusals:
+                    await ack(response_action="errors", errors={render.BLOCK_ANSWER: render.modal_error(refusals[0])})
+                    return
+                await ack()
             for msg in replies:
                 with contextlib.suppress(SlackApiError):
                     await self.reply(where, actor, msg)
@@ -330,7 +383,7 @@ class SlackAdapter:
         async with self._busy():
             await ack()
             try:
-                where, actor = await self._click_context(body)
+                where, actor = await self._click_context(body, bounded=True)  # the trigger lives 3 s
                 round_id = render.parse_value(action.get("value")).get("round_id")
                 form = await self.svc.answer_form(where)
                 if form is None or (round_id is not None and form.data.get("round_id") != round_id):
@@ -343,13 +396,16 @@ class SlackAdapter:
                 with contextlib.suppress(Exception):
                     await respond(text=SORRY, response_type="ephemeral", replace_original=False)
 
-    async def _click_context(self, body: dict[str, Any]) -> tuple[ChannelRef, Actor]:
+    async def _click_context(self, body: dict[str, Any], *, bounded: bool = False) -> tuple[ChannelRef, Actor]:
         user = body.get("user") or {}
         team = str((body.get("team") or {}).get("id") or user.get("team_id") or "")
         channel = body.get("channel") or {}
         where = ChannelRef(PLATFORM, team, str(channel.get("id") or (body.get("container") or {}).get("channel_id")),
                            str(channel.get("name") or ""))
-        return where, await self.actor(team, str(user.get("id")), user.get("username") or user.get("name"))
+        name = user.get("username") or user.get("name")
+        if bounded:
+            return where, await self.actor_within(team, str(user.get("id")), name)
+        return where, await self.actor(team, str(user.get("id")), name)
 
     async def _submit_click(self, body: dict[str, Any], text: str, round_id: Any, respond: Respond) -> None:
         try:
@@ -375,6 +431,8 @@ class SlackAdapter:
                 await self.client.views_publish(user_id=user_id, view=view)
             except Exception:
                 log.exception("slack: App Home for %s failed", user_id)
+                with contextlib.suppress(Exception):  # not a blank tab: say so
+                    await self.client.views_publish(user_id=user_id, view=render.home_error_view(HOME_SORRY))
 
     async def home_view(self, actor: Actor, team: str, *, limit: int = 24) -> dict[str, Any]:
         """The player's card and the week's board for each enabled quiz channel of the team
@@ -518,6 +576,9 @@ class SlackAdapter:
             return True
         except SlackApiError as exc:
             log.warning("slack: could not send files to %s: %s", user_id, slack_error(exc))
+            return False
+        except (SlackRequestError, aiohttp.ClientError, asyncio.TimeoutError) as exc:  # the upload step itself
+            log.warning("slack: could not upload files for %s: %r", user_id, exc)
             return False
 
     async def _react(self, channel: str, ts: str, name: str, *, remove: str | None = None) -> None:

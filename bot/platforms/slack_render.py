@@ -312,6 +312,11 @@ def home_view(entries: list[tuple[ChannelRef, Message, Message]], *, more: int =
     return {"type": "home", "blocks": blocks[:HOME_MAX_BLOCKS]}
 
 
+def home_error_view(text: str) -> dict[str, Any]:
+    """The App Home when it could not be built: a line saying so rather than an empty tab."""
+    return {"type": "home", "blocks": [header("PyTorch quiz"), section(escape(text))]}
+
+
 # ---------------------------------------------------------------------------- incoming messages
 
 def incoming_text(event: dict[str, Any]) -> str:

@@ -6,13 +6,20 @@ bytes of uploaded files. It keeps just enough state to answer like Slack: who th
 (admin or not, user groups), which channels the bot is in (posting elsewhere fails with
 `not_in_channel`; public channels can be joined), message timestamps, file uploads, and the
 response_url posts of slash commands and buttons.
+
+Given the manifest's bot scopes, it answers `missing_scope` (and records it in `scope_errors`)
+for a method the app may not call, and lets `chat:write.public` post to a public channel the
+bot is not in, as Slack does. Trigger ids expire after 3 s; `gates` hold a method's answers
+back (a slow or rate-limited Slack) until the test opens the gate.
 """
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import itertools
 import json
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +29,16 @@ TEAM = "T0QUIZ"
 BOT_USER = "U0BOT"
 BOT_ID = "B0BOT"
 TOKEN = "xoxb-test-token"
+TRIGGER_TTL_S = 3.0
+# the bot scope each Web API method needs (None: no scope; auth.test, views.*)
+METHOD_SCOPES: dict[str, str | None] = {
+    "chat.postMessage": "chat:write", "chat.postEphemeral": "chat:write", "chat.update": "chat:write",
+    "reactions.add": "reactions:write", "reactions.remove": "reactions:write", "users.info": "users:read",
+    "usergroups.list": "usergroups:read", "users.conversations": "channels:read",
+    "conversations.join": "channels:join", "conversations.open": "im:write",
+    "files.getUploadURLExternal": "files:write", "files.completeUploadExternal": "files:write",
+    "views.open": None, "views.publish": None, "auth.test": None,
+}
 
 
 def signature(secret: str, timestamp: str, body: bytes) -> str:
@@ -49,7 +66,11 @@ def _maybe_json(value: Any) -> Any:
 
 
 class FakeSlack:
-    def __init__(self) -> None:
+    def __init__(self, scopes: set[str] | frozenset[str] | None = None) -> None:
+        self.scopes = None if scopes is None else frozenset(scopes)  # None: every method allowed
+        self.scope_errors: list[str] = []  # "method needs scope" for each refused call
+        self.gates: dict[str, asyncio.Event] = {}  # method -> answered once set
+        self.triggers: dict[str, float] = {}  # trigger_id -> when it was issued
         self.calls: list[Call] = []
         self.users: dict[str, dict[str, Any]] = {}
         self.usergroups: list[dict[str, Any]] = []
@@ -58,6 +79,7 @@ class FakeSlack:
         self.private: set[str] = set()  # channels the bot cannot join by itself
         self.fail: dict[str, str] = {}  # method -> error to answer with
         self.uploads: dict[str, bytes] = {}
+        self.upload_status = 200  # what the upload URL answers
         self.responses: list[dict[str, Any]] = []  # what went to response_urls
         self.url = ""
         self._ts = itertools.count(1)
@@ -93,6 +115,8 @@ class FakeSlack:
         return f"{self.url}/api/"
 
     async def stop(self) -> None:
+        for gate in self.gates.values():
+            gate.set()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -102,6 +126,12 @@ class FakeSlack:
 
     def response_url(self) -> str:
         return f"{self.url}/response/{next(self._ids)}"
+
+    def trigger_id(self) -> str:
+        """A trigger_id as an interaction carries it: views.open takes it for 3 s."""
+        tid = f"trigger-{next(self._ids)}"
+        self.triggers[tid] = time.monotonic()
+        return tid
 
     # ------------------------------------------------------------------ what tests read
 
@@ -138,7 +168,15 @@ class FakeSlack:
         if request.headers.get("Authorization") != f"Bearer {TOKEN}" and params.get("token") != TOKEN:
             return web.json_response({"ok": False, "error": "invalid_auth"})
         self.calls.append(Call(method, params))
+        gate = self.gates.get(method)
+        if gate is not None:
+            await gate.wait()
         try:
+            if self.scopes is not None:
+                need = METHOD_SCOPES.get(method, "unknown")
+                if need is not None and need not in self.scopes:
+                    self.scope_errors.append(f"{method} needs {need}")
+                    raise SlackError("missing_scope")
             if method in self.fail:
                 raise SlackError(self.fail[method])
             handler = getattr(self, "m_" + method.replace(".", "_"), None)
@@ -150,6 +188,8 @@ class FakeSlack:
 
     async def _upload(self, request: web.Request) -> web.Response:
         data = await request.read()
+        if self.upload_status != 200:  # the file host failing (not a Web API error)
+            return web.Response(status=self.upload_status, text="upload failed", content_type="text/plain")
         self.uploads[request.match_info["file_id"]] = data
         return web.Response(text=f"OK - {len(data)}", content_type="text/plain")
 
@@ -168,7 +208,9 @@ class FakeSlack:
                 "user_id": BOT_USER, "bot_id": BOT_ID, "is_enterprise_install": False}
 
     def m_chat_postMessage(self, p: dict[str, Any]) -> dict[str, Any]:
-        self._in_channel(p["channel"])
+        public = not p["channel"].startswith(("D", "G")) and p["channel"] not in self.private
+        if not (public and self.scopes is not None and "chat:write.public" in self.scopes):
+            self._in_channel(p["channel"])
         ts = self.next_ts()
         p["ts"] = ts  # recorded with the call: tests find posts by ts
         return {"channel": p["channel"], "ts": ts,
@@ -191,8 +233,11 @@ class FakeSlack:
         return {}
 
     def m_views_open(self, p: dict[str, Any]) -> dict[str, Any]:
-        if not p.get("trigger_id"):
+        issued = self.triggers.get(p.get("trigger_id") or "")
+        if issued is None:
             raise SlackError("invalid_trigger_id")
+        if time.monotonic() - issued > TRIGGER_TTL_S:
+            raise SlackError("expired_trigger_id")
         return {"view": {"id": f"V{next(self._ids)}", **p["view"]}}
 
     def m_views_publish(self, p: dict[str, Any]) -> dict[str, Any]:

@@ -33,9 +33,9 @@ from bot.core import (
 )
 from bot.core.service import QuizService
 from bot.platforms import slack_render as render
-from bot.platforms.slack_app import NOT_PASSED, PASSED, RECEIVED, SlackAdapter
+from bot.platforms.slack_app import NOT_PASSED, PASSED, RECEIVED, SORRY, SlackAdapter
 
-from .fake_slack import BOT_ID, BOT_USER, TEAM, TOKEN, FakeSlack, signature
+from .fake_slack import BOT_ID, BOT_USER, METHOD_SCOPES, TEAM, TOKEN, FakeSlack, signature
 from .helpers import FakeRunner, MiniBank, choice_item
 from .scenario import RIGHT, START, WRONG_FORM, board_of, console_scores, scenario_bank
 
@@ -44,16 +44,11 @@ CHANNEL, OTHER = "C0QUIZ", "C0OTHER"
 MOD, ALICE, BOB, HANA = "U0MOD", "U0ALICE", "U0BOB", "U0HANA"
 WHERE = ChannelRef("slack", TEAM, CHANNEL, "quiz")
 MANIFEST = Path(__file__).resolve().parents[2] / "bot" / "platforms" / "slack_manifest.yaml"
-# the bot scope each Web API method the adapter calls needs (auth.test needs none)
-METHOD_SCOPES = {
-    "chat.postMessage": "chat:write", "chat.postEphemeral": "chat:write", "chat.update": "chat:write",
-    "reactions.add": "reactions:write", "reactions.remove": "reactions:write", "users.info": "users:read",
-    "usergroups.list": "usergroups:read", "users.conversations": "channels:read",
-    "conversations.join": "channels:join", "conversations.open": "im:write",
-    "files.getUploadURLExternal": "files:write", "files.completeUploadExternal": "files:write",
-    "views.open": None, "views.publish": None, "auth.test": None,
-}
 _n = itertools.count(1)
+
+
+def manifest_scopes() -> set[str]:
+    return set(yaml.safe_load(MANIFEST.read_text())["oauth_config"]["scopes"]["bot"])
 
 
 def slack_escape(text: str) -> str:
@@ -100,13 +95,18 @@ class Slack:
         self.url = f"http://127.0.0.1:{adapter.http_port}/slack/events"
 
     async def send(self, body: bytes, content_type: str, *, secret: str = SECRET,
-                   timestamp: int | None = None) -> tuple[int, str]:
+                   timestamp: int | None = None, wait: bool = True) -> tuple[int, str]:
+        """POST a signed request; `self.took` is how long Slack waited for the HTTP answer (the
+        ack). `wait`: also wait for the handlers' follow-up calls."""
         ts = str(int(time.time()) if timestamp is None else timestamp)
         sig = signature(secret, ts, body)
         headers = {"Content-Type": content_type, "X-Slack-Request-Timestamp": ts, "X-Slack-Signature": sig}
+        started = time.monotonic()
         async with self.session.post(self.url, data=body, headers=headers) as resp:
             status, text = resp.status, await resp.text()
-        await self.adapter.idle()
+        self.took = time.monotonic() - started
+        if wait:
+            await self.adapter.idle()
         return status, text
 
     async def slash(self, user: str, text: str, *, channel: str = CHANNEL, name: str = "quiz",
@@ -115,7 +115,7 @@ class Slack:
             "token": "legacy", "team_id": TEAM, "team_domain": "quiz", "channel_id": channel, "channel_name": name,
             "user_id": user, "user_name": user.lower(), "command": "/quiz", "text": slack_escape(text),
             "api_app_id": "A0QUIZ", "is_enterprise_install": "false", "response_url": self.fake.response_url(),
-            "trigger_id": f"trigger-{next(_n)}"}).encode()
+            "trigger_id": self.fake.trigger_id()}).encode()
         return await self.send(body, "application/x-www-form-urlencoded", **kw)
 
     async def event(self, event: dict[str, Any], **kw: Any) -> tuple[int, str]:
@@ -139,15 +139,15 @@ class Slack:
         assert status == 200
         return ts
 
-    async def interact(self, payload: dict[str, Any]) -> tuple[int, str]:
+    async def interact(self, payload: dict[str, Any], **kw: Any) -> tuple[int, str]:
         body = urlencode({"payload": json.dumps(payload)}).encode()
-        return await self.send(body, "application/x-www-form-urlencoded")
+        return await self.send(body, "application/x-www-form-urlencoded", **kw)
 
     def _user(self, user: str) -> dict[str, Any]:
         return {"id": user, "username": user.lower(), "name": user.lower(), "team_id": TEAM}
 
     async def click(self, user: str, post: dict[str, Any], action_id: str,
-                    state: dict[str, Any] | None = None) -> tuple[int, str]:
+                    state: dict[str, Any] | None = None, **kw: Any) -> tuple[int, str]:
         """Press the element `action_id` of a message the bot posted."""
         element = next(el for b in post["blocks"] if b["type"] == "actions" for el in b["elements"]
                        if el["action_id"] == action_id)
@@ -156,19 +156,19 @@ class Slack:
             action["value"] = element["value"]
         return await self.interact({
             "type": "block_actions", "team": {"id": TEAM, "domain": "quiz"}, "user": self._user(user),
-            "api_app_id": "A0QUIZ", "token": "legacy", "trigger_id": f"trigger-{next(_n)}",
+            "api_app_id": "A0QUIZ", "token": "legacy", "trigger_id": self.fake.trigger_id(),
             "container": {"type": "message", "message_ts": post["ts"], "channel_id": CHANNEL, "is_ephemeral": False},
             "channel": {"id": CHANNEL, "name": "quiz"}, "message": {"ts": post["ts"], "blocks": post["blocks"]},
-            "state": {"values": state or {}}, "response_url": self.fake.response_url(), "actions": [action]})
+            "state": {"values": state or {}}, "response_url": self.fake.response_url(), "actions": [action]}, **kw)
 
-    async def submit_view(self, user: str, view: dict[str, Any], text: str | None) -> tuple[int, str]:
+    async def submit_view(self, user: str, view: dict[str, Any], text: str | None, **kw: Any) -> tuple[int, str]:
         """Submit a modal the bot opened, with `text` typed in its input."""
         block = next(b for b in view["blocks"] if b["type"] == "input")
         state = {block["block_id"]: {block["element"]["action_id"]: {"type": "plain_text_input", "value": text}}}
         return await self.interact({
             "type": "view_submission", "team": {"id": TEAM, "domain": "quiz"}, "user": self._user(user),
-            "api_app_id": "A0QUIZ", "token": "legacy", "trigger_id": f"trigger-{next(_n)}",
-            "view": {**view, "id": "V1", "team_id": TEAM, "state": {"values": state}}})
+            "api_app_id": "A0QUIZ", "token": "legacy", "trigger_id": self.fake.trigger_id(),
+            "view": {**view, "id": "V1", "team_id": TEAM, "state": {"values": state}}}, **kw)
 
     async def settle(self) -> None:
         await self.svc.settle()
@@ -196,7 +196,7 @@ async def make(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
                                      RunnerPool.single(runner), clock=FakeClock(START), settings=settings)
         cleanups.append(svc.close)
         await svc.start(background=False)
-        fake = FakeSlack()
+        fake = FakeSlack(scopes=manifest_scopes())  # a method outside the manifest's scopes fails
         fake.add_user(MOD, "Mona", admin=True, channels=(CHANNEL,))
         fake.add_user(ALICE, "Alice", channels=(CHANNEL,))
         fake.add_user(BOB, "Bob", channels=(CHANNEL,))
@@ -211,11 +211,15 @@ async def make(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
         svc.sink = adapter.sink
         session = aiohttp.ClientSession()
         cleanups.append(session.close)
+        fakes.append(fake)
         return Slack(svc, fake, adapter, runner, session)
 
+    fakes: list[FakeSlack] = []
     yield factory
     for close in reversed(cleanups):
         await close()
+    for fake in fakes:  # every Web API call the adapter made is allowed by the manifest
+        assert fake.scope_errors == []
 
 
 @pytest.fixture
@@ -311,6 +315,7 @@ async def test_replies_reach_a_channel_the_bot_is_not_in(slack: Slack) -> None:
     with a hint to invite the bot."""
     await slack.slash(MOD, "enable", channel="C0PUB", name="pub")
     assert [p["channel"] for p in slack.fake.called("conversations.join")] == ["C0PUB"]
+    assert "C0PUB" in slack.fake.bot_channels  # a member: Slack sends it the answers in round threads
     assert "Quiz enabled" in shown(slack.fake.posts(channel="C0PUB")[-1])
 
     slack.fake.private.add("C0PRIV")
@@ -660,3 +665,190 @@ def test_manifest_describes_the_app() -> None:
     assert {s for s in METHOD_SCOPES.values() if s} <= scopes
     text = MANIFEST.read_text()
     assert "/slack/events" in text  # the HTTP-mode request URL, in the comments
+
+
+# ------------------------------------------------------------------------------------ the 3-second acks
+
+def forget_users(slack: Slack) -> None:
+    """The adapter's users.info / usergroups.list cache expired: the next action looks them up."""
+    slack.adapter._users._data.clear()
+    slack.adapter._groups._data.clear()
+
+
+async def test_slash_command_is_acknowledged_before_slack_lookups(slack: Slack) -> None:
+    """A slow users.info (rate-limited: the client sleeps through 429s) must not delay the ack:
+    Slack shows the user an error after 3 s."""
+    slack.fake.gates["users.info"] = asyncio.Event()
+    status, body = await slack.slash(ALICE, "help", wait=False)
+    assert (status, body) == (200, "") and slack.took < 1.0
+    assert not slack.fake.ephemerals(ALICE)  # the reply is still on its way
+    slack.fake.gates["users.info"].set()
+    await slack.adapter.idle()
+    assert "/quiz leaderboard" in shown(slack.fake.ephemerals(ALICE)[-1])
+
+
+async def test_modal_submission_is_acknowledged_within_3s_when_slack_is_slow(slack: Slack) -> None:
+    await slack.slash(MOD, "enable")
+    await slack.slash(MOD, "post c1")
+    await slack.settle()
+    await slack.slash(ALICE, "answer")
+    view = slack.fake.called("views.open")[-1]["view"]
+    forget_users(slack)
+    slack.fake.gates["users.info"] = asyncio.Event()  # Slack does not answer users.info for now
+    status, body = await slack.submit_view(ALICE, view, "def solve(x):\n    return x * 2\n", wait=False)
+    assert (status, body) == (200, "") and slack.took < 3.0  # the modal closed in time
+    await asyncio.wait_for(slack.adapter.idle(), 3.0)
+    assert "Answer #1 received" in shown(slack.fake.ephemerals(ALICE)[-1])
+    await slack.settle()
+    row = await slack.svc.db.fetchone("SELECT p.name, a.verdict FROM answers a JOIN players p ON p.id = a.player_id")
+    assert tuple(row) == ("Alice", "passed")  # the last known name: not renamed to the payload's username
+
+
+async def test_a_slow_core_closes_the_modal_and_answers_privately(slack: Slack, monkeypatch) -> None:
+    from bot.platforms import slack_app
+
+    await slack.slash(MOD, "enable")
+    await slack.slash(MOD, "post c1")
+    await slack.settle()
+    await slack.slash(ALICE, "answer")
+    view = slack.fake.called("views.open")[-1]["view"]
+    submit = slack.svc.submit
+
+    async def slow_submit(*args: Any, **kw: Any) -> list[Message]:
+        await asyncio.sleep(0.4)
+        return await submit(*args, **kw)
+
+    monkeypatch.setattr(slack_app, "ACK_S", 0.1)
+    monkeypatch.setattr(slack.svc, "submit", slow_submit)
+    status, body = await slack.submit_view(ALICE, view, None)  # refused (empty), but too late for the modal
+    assert (status, body) == (200, "")
+    assert "Your answer is empty" in shown(slack.fake.ephemerals(ALICE)[-1])
+    status, body = await slack.submit_view(ALICE, view, "def solve(x):\n    return x * 2\n")
+    assert (status, body) == (200, "")
+    assert "Answer #1 received" in shown(slack.fake.ephemerals(ALICE)[-1])
+    assert await slack.count("answers") == 1
+
+
+async def test_answer_button_opens_the_modal_while_its_trigger_is_valid(slack: Slack) -> None:
+    """views.open takes a trigger_id for 3 s only: a slow user lookup must not use them up."""
+    await slack.slash(MOD, "enable")
+    await slack.slash(MOD, "post c1")
+    await slack.settle()
+    slack.fake.gates["users.info"] = asyncio.Event()  # Alice was never looked up; Slack is slow
+    status, _ = await slack.click(ALICE, slack.round_post(), render.ACTION_ANSWER, wait=False)
+    assert status == 200 and slack.took < 1.0
+    await asyncio.wait_for(slack.adapter.idle(), 3.0)
+    opened = slack.fake.called("views.open")
+    assert opened and json.loads(opened[-1]["view"]["private_metadata"])["round_id"] == 1
+
+
+def test_views_open_refuses_an_expired_trigger() -> None:
+    """The fake keeps Slack's 3 s, so the test above can fail."""
+    fake = FakeSlack()
+    tid = fake.trigger_id()
+    fake.triggers[tid] -= 3.5
+    with pytest.raises(Exception, match="expired_trigger_id"):
+        fake.m_views_open({"trigger_id": tid, "view": {}})
+    with pytest.raises(Exception, match="invalid_trigger_id"):
+        fake.m_views_open({"trigger_id": "made-up", "view": {}})
+
+
+# ------------------------------------------------------------------------------------ failures get a reply
+
+async def test_a_redelivered_message_event_is_not_a_second_attempt(slack: Slack) -> None:
+    """Slack sends an event again when it saw no ack in time; it is one answer."""
+    await slack.slash(MOD, "enable")
+    await slack.slash(MOD, "post c1")
+    await slack.settle()
+    round_ts = slack.round_post()["ts"]
+    ts = await slack.say(ALICE, RIGHT, thread=round_ts)
+    event = {"type": "message", "channel": CHANNEL, "user": ALICE, "text": slack_escape(RIGHT), "ts": ts,
+             "team": TEAM, "channel_type": "channel", "event_ts": ts, "thread_ts": round_ts}
+    status, _ = await slack.event(event)  # the retry: same message, a new event id
+    assert status == 200
+    assert await slack.count("answers") == 1 and slack.fake.reactions(ts) == [("add", RECEIVED)]
+
+
+async def test_an_answer_the_bot_fails_on_gets_a_private_reply(slack: Slack, monkeypatch) -> None:
+    await slack.slash(MOD, "enable")
+    await slack.slash(MOD, "post c1")
+    await slack.settle()
+    round_ts = slack.round_post()["ts"]
+
+    async def broken(*args: Any, **kw: Any) -> list[Message]:
+        raise RuntimeError("database is locked")
+
+    monkeypatch.setattr(slack.svc, "message", broken)
+    await slack.say(ALICE, "nice one")  # chatter outside the round's thread: nobody is told anything
+    assert not slack.fake.ephemerals(ALICE)
+    await slack.say(ALICE, RIGHT, thread=round_ts)
+    sorry = slack.fake.ephemerals(ALICE)[-1]
+    assert sorry["text"] == SORRY and sorry["thread_ts"] == round_ts
+
+
+async def test_app_home_says_so_when_it_cannot_be_built(slack: Slack, monkeypatch) -> None:
+    await slack.slash(MOD, "enable")
+
+    async def broken(*args: Any, **kw: Any) -> list[Message]:
+        raise RuntimeError("database is locked")
+
+    monkeypatch.setattr(slack.svc, "command", broken)
+    await slack.event({"type": "app_home_opened", "user": ALICE, "channel": "D0ALICE", "tab": "home",
+                       "event_ts": "1.1"})
+    published = slack.fake.called("views.publish")[-1]
+    assert published["user_id"] == ALICE and "Could not load your quiz card" in texts(published["view"]["blocks"])
+
+
+async def test_a_modal_without_our_metadata_is_refused_in_the_modal(slack: Slack) -> None:
+    view = render.answer_modal(Message(kind="form", title="T", data={"round_id": 1, "kind": "code"}), WHERE)
+    view["private_metadata"] = "not ours"
+    status, body = await slack.submit_view(ALICE, view, "def solve(x): ...")
+    assert status == 200 and json.loads(body)["response_action"] == "errors"
+    assert "no longer valid" in json.loads(body)["errors"]["answer"]
+
+
+# ------------------------------------------------------------------------------------ more limits
+
+def test_buttons_checkboxes_and_the_modal_respect_block_kit_limits() -> None:
+    long = "why " * 100
+    options = [{"key": k, "text": long} for k in "ABCDEFGHIJKL"]
+    for multiple in (False, True):
+        (actions,) = render.choice_actions(123, options, multiple)
+        assert len(actions["elements"]) <= 25 and len(actions["block_id"]) <= 255
+        for el in actions["elements"]:
+            assert len(el["action_id"]) <= 255
+            if el["type"] == "button":
+                assert len(el["text"]["text"]) <= render.BUTTON_TEXT_MAX and len(el["value"]) <= 2000
+            else:
+                assert len(el["options"]) <= 10
+                assert all(len(o["text"]["text"]) <= render.OPTION_TEXT_MAX and len(o["value"]) <= 150
+                           for o in el["options"])
+    form = Message(kind="form", title="T" * 5000, data={"round_id": 10 ** 9, "kind": "code", "starter": "x" * 4000,
+                                                        "entrypoint": "f" * 3000, "max_chars": 20000})
+    modal = render.answer_modal(form, ChannelRef("slack", TEAM, CHANNEL, "n" * 500))
+    assert len(modal["title"]["text"]) <= render.MODAL_TITLE_MAX
+    assert all(len(modal[k]["text"]) <= render.MODAL_TITLE_MAX for k in ("submit", "close"))
+    assert len(modal["private_metadata"]) <= 3000 and json.loads(modal["private_metadata"])["round_id"] == 10 ** 9
+    field = modal["blocks"][-1]
+    assert field["element"]["max_length"] == 3000 and "initial_value" not in field["element"]  # too long to fit
+    assert len(field["hint"]["text"]) <= 2000 and len(field["element"]["placeholder"]["text"]) <= 150
+    assert all(len(b["text"]["text"]) <= render.SECTION_MAX for b in modal["blocks"] if b["type"] == "section")
+    assert len(render.modal_error(Message(kind="error", blocks=[Block("e" * 5000)]))) <= render.MODAL_ERROR_MAX
+
+
+def test_manifest_lets_the_app_join_and_show_its_dms() -> None:
+    m = yaml.safe_load(MANIFEST.read_text())
+    scopes = set(m["oauth_config"]["scopes"]["bot"])
+    assert "chat:write.public" not in scopes and "channels:join" in scopes  # it joins, so it hears answers
+    home = m["features"]["app_home"]
+    assert home["messages_tab_enabled"] is True  # exports go to the manager's DM with the app
+
+
+async def test_a_failed_file_upload_still_answers_the_manager(slack: Slack) -> None:
+    """The upload step (files.slack.com, not the Web API) failing: the manager is told, privately."""
+    await slack.slash(MOD, "enable")
+    slack.fake.upload_status = 500
+    await slack.slash(MOD, "export")
+    note = slack.fake.ephemerals(MOD)[-1]
+    assert "Score export" in shown(note) and "Could not send: quiz-scores-all.csv" in shown(note)
+    assert not slack.fake.called("files.completeUploadExternal")
