@@ -23,7 +23,7 @@ from questionbank.render import VERDICT_LABEL, render_result
 
 from ..storage.repos import Store
 from .clock import Clock, iso
-from .models import Answer, Block, Channel, Grade, Message, Round
+from .models import UNGRADED, Answer, Block, Channel, Grade, Message, Round
 from .runners import RunnerPool, RunnerUnavailable
 from .scoring import Attempt, ScoringRules, attempt_fraction, player_round
 from .settings import GradingSettings
@@ -147,6 +147,7 @@ class Grader:
                     kind="result", round_id=answer.round_id, mention=uid,
                     title=f"Answer #{answer_id} could not be graded",
                     blocks=[Block(f"{why}. It is not counted against you; a moderator can check the runner.")],
+                    data={"answer_id": answer_id, "verdict": UNGRADED},
                 ), self.clock.now())
         self.on_change()
         return GradeOutcome(answer_id, "abandoned" if ok else "gone")

@@ -7,6 +7,9 @@ from typing import Any, Literal
 
 Verdict = Literal["passed", "failed", "error", "timeout", "memory", "output_limit", "invalid", "internal"]
 VERDICTS: tuple[str, ...] = ("passed", "failed", "error", "timeout", "memory", "output_limit", "invalid", "internal")
+# The verdict on a result message for an answer the runner never graded (abandoned after retries,
+# or its question left the bank): not a wrong answer, so adapters do not mark it as one.
+UNGRADED = "ungraded"
 AnswerState = Literal["queued", "grading", "graded", "abandoned", "void"]
 RoundStatus = Literal["open", "closed", "skipped"]
 Period = Literal["round", "week", "topic", "month", "all"]

@@ -15,7 +15,7 @@ from discord import app_commands
 
 from ..config import DiscordConfig
 from ..core.commands import outline_title, search
-from ..core.models import Actor, ChannelRef, Message
+from ..core.models import UNGRADED, Actor, ChannelRef, Message
 from ..core.service import QuizService
 from . import discord_render as render
 from .text import Recent
@@ -23,7 +23,7 @@ from .text import Recent
 log = logging.getLogger(__name__)
 
 PLATFORM = "discord"
-RECEIVED, PASSED, NOT_PASSED = "📥", "✅", "❌"
+RECEIVED, PASSED, NOT_PASSED, UNGRADED_MARK = "📥", "✅", "❌", "⚠️"
 ATTACHMENT_MAX_BYTES = 64 * 1024  # Discord turns long pastes into message.txt; read those
 ATTACHMENT_SUFFIXES = (".py", ".txt")
 FAILURE_TEXT = "Something went wrong on the bot's side; nothing was lost. Please try again in a moment."
@@ -484,4 +484,5 @@ class DiscordAdapter:
         await target.send(**render.payload_for(msg, short=sent_privately).kwargs())
         chat = self.receipts.pop(answer_id)
         if chat is not None:
-            await self._react(chat, PASSED if verdict == "passed" else NOT_PASSED, remove=RECEIVED)
+            mark = PASSED if verdict == "passed" else UNGRADED_MARK if verdict == UNGRADED else NOT_PASSED
+            await self._react(chat, mark, remove=RECEIVED)

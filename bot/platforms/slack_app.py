@@ -24,7 +24,7 @@ from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetry
 from slack_sdk.web.async_client import AsyncWebClient
 
 from ..config import SlackConfig
-from ..core.models import Actor, Attachment, Block, ChannelRef, Message
+from ..core.models import UNGRADED, Actor, Attachment, Block, ChannelRef, Message
 from ..core.service import QuizService
 from . import slack_render as render
 from .text import Recent
@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 PLATFORM = "slack"
 EVENTS_PATH = "/slack/events"
-RECEIVED, PASSED, NOT_PASSED = "inbox_tray", "white_check_mark", "x"
+RECEIVED, PASSED, NOT_PASSED, UNGRADED_MARK = "inbox_tray", "white_check_mark", "x", "warning"
 CACHE_S = 300.0  # users' names and admin flags, user groups, channel memberships
 ANSWERS_IN = (None, "thread_broadcast", "file_share")  # message subtypes a player writes
 SORRY = "Something went wrong on the bot's side; nothing was lost. Please try again in a moment."
@@ -644,4 +644,5 @@ class SlackAdapter:
         where = self.receipts.pop(int(msg.data.get("answer_id") or 0))
         if where is not None:
             verdict = str(msg.data.get("verdict") or "")
-            await self._react(*where, PASSED if verdict == "passed" else NOT_PASSED, remove=RECEIVED)
+            mark = PASSED if verdict == "passed" else UNGRADED_MARK if verdict == UNGRADED else NOT_PASSED
+            await self._react(*where, mark, remove=RECEIVED)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from datetime import timedelta
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -26,6 +27,7 @@ from bot.platforms.discord_app import (
     NOT_PASSED,
     PASSED,
     RECEIVED,
+    UNGRADED_MARK,
     AnswerModal,
     DiscordAdapter,
     where_of,
@@ -405,6 +407,30 @@ async def test_player_error_output_with_mentions_is_neutralised_in_the_thread(bo
     assert "@here" not in result["embed"].description.replace("@\u200bhere", "")
     assert result["allowed_mentions"].everyone is False
     answer.add_reaction.assert_awaited_with(NOT_PASSED)
+
+
+async def test_an_answer_the_runner_never_grades_is_marked_apart_from_wrong(bot: Bot) -> None:
+    """The runner fails on it every time: after the retries the player hears it was not graded,
+    privately for a form answer, and the thread answer's mark is a warning, not a red cross."""
+    bot.runner.respond = lambda job: {"verdict": "internal", "message": "worker crashed"}
+    await bot.slash(MOD, "enable")
+    await bot.slash(MOD, "post", item="c1")
+    answer = await bot.say(ALICE, RIGHT, bot.thread())
+    form = await bot.slash(BOB, "answer")
+    submit = interaction(BOB, bot.thread())
+    await submit_modal(form.response.send_modal.call_args.args[0], submit, WRONG_FORM)
+    for _ in range(8):
+        await bot.settle()
+        bot.svc.clock.advance(timedelta(seconds=6))
+    answer.add_reaction.assert_awaited_with(UNGRADED_MARK)
+    answer.remove_reaction.assert_awaited_once_with(RECEIVED, bot.adapter.client.user)
+    assert NOT_PASSED not in [c.args[0] for c in answer.add_reaction.await_args_list]
+    notes = [p for p in bot.world.in_(bot.thread()) if p.get("embed") is not None
+             and "could not be graded" in p["embed"].title]
+    assert len(notes) == 2 and "<@2>" in (notes[0].get("content") or "")
+    private = submit.followup.send.call_args
+    assert private.kwargs["ephemeral"] is True and "not counted against you" in sent_text(private)
+    assert await count(bot, "scores") == 0
 
 
 # ------------------------------------------------------------------------------------ every interaction is answered

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+from datetime import timedelta
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -33,7 +34,7 @@ from bot.core import (
 )
 from bot.core.service import QuizService
 from bot.platforms import slack_render as render
-from bot.platforms.slack_app import NOT_PASSED, PASSED, RECEIVED, SORRY, SlackAdapter
+from bot.platforms.slack_app import NOT_PASSED, PASSED, RECEIVED, SORRY, UNGRADED_MARK, SlackAdapter
 
 from .fake_slack import BOT_ID, BOT_USER, METHOD_SCOPES, TEAM, TOKEN, FakeSlack, signature
 from .helpers import FakeRunner, MiniBank, choice_item
@@ -569,6 +570,22 @@ async def test_player_output_cannot_ping_anyone(slack: Slack) -> None:
     assert "&lt;!channel&gt;" in everything and f"&lt;@{BOB}&gt; &amp; &lt;!here&gt;" in everything
     assert "<!channel>" not in everything and f"<@{BOB}>" not in everything and "<!here>" not in everything
     assert everything.count(f"<@{ALICE}>") == 2  # the player addressed, in the text and the first section
+
+
+async def test_an_answer_the_runner_never_grades_is_marked_apart_from_wrong(slack: Slack) -> None:
+    slack.runner.respond = lambda job: {"verdict": "internal", "message": "worker crashed"}
+    await slack.slash(MOD, "enable")
+    await slack.slash(MOD, "post c1")
+    await slack.settle()
+    round_ts = slack.round_post()["ts"]
+    ts = await slack.say(ALICE, RIGHT, thread=round_ts)
+    for _ in range(8):
+        await slack.settle()
+        slack.svc.clock.advance(timedelta(seconds=6))
+    assert slack.fake.reactions(ts) == [("add", RECEIVED), ("remove", RECEIVED), ("add", UNGRADED_MARK)]
+    note = slack.fake.posts(thread=round_ts)[-1]
+    assert "could not be graded" in shown(note) and "not counted against you" in shown(note)
+    assert await slack.count("scores") == 0
 
 
 # ------------------------------------------------------------------------------------ limits
