@@ -145,41 +145,45 @@ class QuizService:
         return await self.grader.grade_due()
 
     async def deliver(self) -> int:
-        """Hand undelivered outbox messages to the sink, in order; stops at the first failure."""
+        """Hand undelivered outbox messages to the sink, oldest first.
+
+        Order holds within a channel: a message the sink fails on waits for the next pass
+        together with everything after it in that channel, while other channels go on (one
+        unreachable channel must not hold up everyone's results). Each message is marked
+        delivered as soon as the sink took it, so a crash can post again at most the one that
+        was in flight."""
         if self.sink is None:
             return 0
         n = 0
+        stuck: set[int] = set()
         async with self._deliver_lock:
             while True:
-                batch = await self.store.outbox.pending(100)
+                batch = await self.store.outbox.pending(100, skip_channels=stuck)
                 if not batch:
                     return n
-                done: list[int] = []
-                try:
-                    for oid, channel_id, msg in batch:
-                        ch = await self.store.channels.get(channel_id)
-                        if ch is not None:
-                            if msg.round_id is not None:
-                                rnd = await self.store.rounds.get(msg.round_id)
-                                msg.thread_ref = rnd.message_ref if rnd else None
-                            try:
-                                ref = await self.sink(ch.ref, msg)
-                            except Exception:  # noqa: BLE001 - keep it for the next attempt
-                                log.exception("sink failed for outbox message %s", oid)
-                                return n
-                            if ref and msg.kind == "round_open" and msg.round_id is not None:
-                                # later messages of the round go to its thread: record at once
-                                async with self.db.transaction():
-                                    await self.store.rounds.set_message_ref(msg.round_id, str(ref))
-                                    await self.store.outbox.delivered(oid, self.clock.now())
-                                n += 1
-                                continue
-                        done.append(oid)
-                        n += 1
-                finally:
-                    if done:
-                        async with self.db.transaction():
-                            await self.store.outbox.delivered_many(done, self.clock.now())
+                for oid, channel_id, msg in batch:
+                    if channel_id in stuck:
+                        continue
+                    ref: str | None = None
+                    ch = await self.store.channels.get(channel_id)
+                    if ch is not None:
+                        if msg.round_id is not None:
+                            rnd = await self.store.rounds.get(msg.round_id)
+                            msg.thread_ref = rnd.message_ref if rnd else None
+                        try:
+                            ref = await self.sink(ch.ref, msg)
+                        except Exception:  # noqa: BLE001 - kept for the next pass, in its place
+                            log.exception("sink failed for outbox message %s (channel %s)", oid, ch.ref)
+                            stuck.add(channel_id)
+                            continue
+                    if ref and msg.kind == "round_open" and msg.round_id is not None:
+                        async with self.db.transaction():  # later messages of the round go to its thread
+                            await self.store.rounds.set_message_ref(msg.round_id, str(ref))
+                            await self.store.outbox.delivered(oid, self.clock.now())
+                    else:
+                        async with self.db.writing():  # one statement: its own transaction
+                            await self.store.outbox.delivered(oid, self.clock.now())
+                    n += 1
 
     async def settle(self, *, passes: int = 50) -> None:
         """Tick, grade and deliver until nothing due is left (answers waiting for a runner that

@@ -428,11 +428,10 @@ class DiscordAdapter:
         """Post a core message. A round gets its embed and a thread for answers (the thread's
         id is the post's id, which becomes the round's reference); round messages go into it.
 
-        The core keeps a message whose sink raised and retries it before any later one, in
-        every channel. Posting again cannot help when the channel is gone or the bot may not
-        post there (NotFound, Forbidden): that message is dropped and logged, so one such
-        channel does not hold up every other channel's rounds and results. Other errors
-        (Discord down) raise, and the core retries."""
+        The core keeps a message whose sink raised and retries it, with the rest of that
+        channel's messages behind it. Posting again cannot help when the channel is gone or the
+        bot may not post there (NotFound, Forbidden): that message is dropped and logged rather
+        than retried forever. Other errors (Discord down) raise, and the core retries."""
         try:
             return await self._sink(ref, msg)
         except (discord.NotFound, discord.Forbidden) as exc:

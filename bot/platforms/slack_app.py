@@ -44,11 +44,11 @@ STALE_FORM = "This form is no longer valid: open it again with `/quiz answer` or
 # users.info (the client sleeps through 429s) must not cost the player their modal.
 ACK_S = 2.5  # what a view submission may spend before it is acknowledged
 LOOKUP_S = 1.0  # what a lookup ahead of an ack or a views.open may take; then the payload's name
-# Posting again cannot help after these: the message is dropped (and logged) so that one
-# archived channel does not hold up every other channel's outbox behind it.
+# Posting again cannot help after these: the message is dropped (and logged) rather than
+# retried forever ahead of the rest of that channel's messages. A token problem (invalid_auth,
+# missing_scope) is not among them: once the admin fixes the app, the messages still go out.
 GONE = frozenset({"channel_not_found", "is_archived", "not_in_channel", "account_inactive", "restricted_action",
-                  "msg_too_long", "no_text", "team_access_not_granted", "ekm_access_denied", "invalid_auth",
-                  "missing_scope", "not_allowed_token_type", "user_not_in_channel"})
+                  "msg_too_long", "no_text", "team_access_not_granted", "ekm_access_denied", "user_not_in_channel"})
 BAD_BLOCKS = frozenset({"invalid_blocks", "invalid_blocks_format", "msg_blocks_too_long"})
 NO_THREAD = frozenset({"thread_not_found", "invalid_thread_ts", "cannot_reply_to_message"})
 

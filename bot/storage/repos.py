@@ -502,18 +502,17 @@ class Outbox:
                 "INSERT INTO outbox (channel_id, round_id, payload, created_at) VALUES (?,?,?,?)",
                 [(cid, m.round_id, json.dumps(m.to_json()), iso(now)) for cid, m in messages])
 
-    async def pending(self, limit: int = 100) -> list[tuple[int, int, Message]]:
+    async def pending(self, limit: int = 100, *, skip_channels: Iterable[int] = ()) -> list[tuple[int, int, Message]]:
+        """The oldest undelivered messages, leaving out the channels in `skip_channels`."""
+        skip = sorted(set(skip_channels))
+        where = f" AND channel_id NOT IN ({','.join('?' * len(skip))})" if skip else ""
         rows = await self.db.fetchall(
-            "SELECT id, channel_id, payload FROM outbox WHERE delivered_at IS NULL ORDER BY id LIMIT ?", (limit,))
+            f"SELECT id, channel_id, payload FROM outbox WHERE delivered_at IS NULL{where} ORDER BY id LIMIT ?",
+            (*skip, limit))
         return [(r[0], r[1], Message.from_json(json.loads(r[2]))) for r in rows]
 
     async def delivered(self, outbox_id: int, now: datetime) -> None:
         await self.db.conn.execute("UPDATE outbox SET delivered_at = ? WHERE id = ?", (iso(now), outbox_id))
-
-    async def delivered_many(self, ids: Sequence[int], now: datetime) -> None:
-        if ids:
-            await self.db.conn.execute(
-                f"UPDATE outbox SET delivered_at = ? WHERE id IN ({','.join('?' * len(ids))})", (iso(now), *ids))
 
 
 class Store:

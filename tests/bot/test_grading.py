@@ -6,7 +6,7 @@ import asyncio
 import random
 from datetime import timedelta
 
-from bot.core.models import Actor
+from bot.core.models import Actor, ChannelRef, Message
 from bot.core.scoring import Attempt, ScoringRules, score_round
 
 from .conftest import ALICE, BOB, CAROL, FAIL, HALF, INTERNAL, MOD, PASS, WHERE
@@ -114,6 +114,41 @@ async def test_undelivered_messages_survive_a_restart(make):
     h2 = await h.restart()
     await h2.svc.deliver()
     assert len(h2.kinds("result")) == 1
+
+
+async def test_a_channel_the_platform_refuses_does_not_hold_up_the_others(make):
+    """Channel 2's posts fail for a while: channel 1's round and result still go out, and
+    channel 2's messages follow later in their own order, each posted once."""
+    h = await make()
+    other = ChannelRef("test", "ws", "C2", "quiz-2")
+    failing = {"on": False}
+    posted: list[tuple[str, str, str | None]] = []
+
+    async def sink(ref: ChannelRef, msg: Message) -> str | None:
+        if failing["on"] and ref.channel == "C2":
+            raise ConnectionError("platform refuses channel C2")
+        posted.append((ref.channel, msg.kind, msg.thread_ref))
+        return await h.sink(ref, msg)
+
+    h.svc.sink = sink
+    await h.cmd(MOD, "enable")
+    await h.cmd(MOD, "enable", where=other)
+    failing["on"] = True
+    await h.cmd(MOD, "post c1-1", where=other)  # waits: channel 2 is unreachable
+    await h.cmd(MOD, "post c1-2")
+    await h.answer(ALICE, PASS)
+    await h.svc.settle()
+    assert [(c, k) for c, k, _ in posted if c == "C1"][-2:] == [("C1", "round_open"), ("C1", "result")]
+    assert not [p for p in posted[2:] if p[0] == "C2"]
+    await h.answer(BOB, PASS, where=other)
+    await h.svc.settle()
+    failing["on"] = False
+    await h.svc.deliver()
+    c2 = [(k, t) for c, k, t in posted if c == "C2"]
+    assert [k for k, _ in c2][-2:] == ["round_open", "result"]
+    assert c2[-1][1] == "thread-1"  # the result went into the round's thread, opened just before it
+    await h.svc.deliver()
+    assert len([p for p in posted if p[0] == "C2"]) == len(c2)  # nothing posted twice
 
 
 async def test_runner_down_for_a_while(make):
