@@ -15,6 +15,7 @@ import contextlib
 import logging
 from datetime import datetime, timedelta
 from typing import Any, Awaitable, Callable
+from zoneinfo import ZoneInfo
 
 from questionbank.jobs import output_job
 from questionbank.model import Item
@@ -316,7 +317,7 @@ class QuizService:
         nxt = next_posting(ch.schedule, self.clock.now())
         when = ""
         if nxt is not None:
-            local = nxt.astimezone(__import__("zoneinfo").ZoneInfo(ch.schedule.timezone))
+            local = nxt.astimezone(ZoneInfo(ch.schedule.timezone))
             when = f" The next one opens {local:%a %d %b %H:%M} ({ch.schedule.timezone})."
         return "There is no open round in this channel right now." + when
 

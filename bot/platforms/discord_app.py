@@ -346,14 +346,15 @@ class DiscordAdapter:
         """A chat message in a quiz channel or a round's thread; the core decides if it answers."""
         if message.author.bot or message.guild is None:
             return
-        text = message.content or ""
-        text += await self._attached_code(message)
-        if not text.strip():
-            return
         channel = message.channel
         where = where_of(channel)
+        text = message.content or ""
         in_round_thread = False
         try:
+            if message.attachments and await self.svc.answer_form(where) is not None:
+                text += await self._attached_code(message)  # only where a round is open to answer
+            if not text.strip():
+                return
             in_round_thread = (isinstance(channel, discord.Thread)
                                and await self.svc.is_round_thread(where, str(channel.id)))
             replies = await self.svc.message(self.actor(message.author), where, text,

@@ -290,6 +290,22 @@ async def test_long_paste_arrives_as_message_txt_and_is_read_as_code(bot: Bot) -
     assert (await bot.svc.db.fetchone("SELECT verdict FROM answers"))[0] == "passed"
 
 
+async def test_attachments_outside_an_open_round_are_not_downloaded(bot: Bot) -> None:
+    """Every .txt shared anywhere in the server reaches on_message: only a channel with a round
+    to answer is worth the download."""
+    other = bot.world.text_channel(2001, "general")
+    att = create_autospec(discord.Attachment, instance=True)
+    att.filename, att.size = "notes.txt", 60
+    att.read = AsyncMock(return_value=b"def solve(x):\n    return x * 2\n")
+    msg = await bot.say(ALICE, "", other, attachments=[att])
+    await bot.slash(MOD, "enable")
+    await bot.say(ALICE, "", bot.world.channel, attachments=[att])  # quiz channel, no round open
+    att.read.assert_not_awaited()
+    msg.add_reaction.assert_not_awaited()
+    msg.reply.assert_not_awaited()
+    assert await count(bot, "answers") == 0
+
+
 async def test_plain_text_in_an_output_rounds_thread_is_an_answer(bot: Bot) -> None:
     await bot.slash(MOD, "enable")
     await bot.slash(MOD, "post", item="o1")
