@@ -12,9 +12,13 @@ def check_config(argv: list[str]) -> int:
 
     p = argparse.ArgumentParser(prog="python -m bot check-config",
                                 description="Validate a bot config without starting anything.")
-    p.add_argument("config")
+    p.add_argument("config", nargs="?", help="the YAML config (or --config FILE, as for the other commands)")
+    p.add_argument("--config", dest="config_opt", metavar="FILE", help=argparse.SUPPRESS)
     p.add_argument("--no-env", action="store_true", help="do not require the secrets' environment variables")
     args = p.parse_args(argv)
+    if (args.config is None) == (args.config_opt is None):
+        p.error("give the config file once: python -m bot check-config FILE")
+    args.config = args.config or args.config_opt
     try:
         cfg = load_config(args.config, check_env=not args.no_env)
     except ConfigError as exc:
@@ -42,7 +46,7 @@ def backup(config: str, dest: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    usage = ("usage: python -m bot {run,console,check-config,health} ...\n"
+    usage = ("usage: python -m bot {run,console,check-config,health,backup} ...\n"
              "  run --config FILE       the bot on every platform the config enables\n"
              "  console [--help]        play in the terminal (embedded runner, local SQLite file)\n"
              "  check-config FILE       validate a config without starting anything\n"

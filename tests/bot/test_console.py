@@ -98,6 +98,11 @@ def test_check_config_cli(tmp_path):
     ok = subprocess.run([sys.executable, "-m", "bot", "check-config", str(root / "config.example.yaml")],
                         cwd=root, capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
+    assert "config.example.yaml: OK" in ok.stdout
+    # `--config FILE`, as `run`, `health` and `backup` take it, works too
+    also = subprocess.run([sys.executable, "-m", "bot", "check-config", "--config", "config.example.yaml"],
+                          cwd=root, capture_output=True, text=True)
+    assert also.returncode == 0 and "config.example.yaml: OK" in also.stdout, also.stderr
     bad = tmp_path / "bad.yaml"
     bad.write_text("schedule:\n  timezone: Mars/Base\n  time: '9'\nscoring:\n  first_bonus: many\nwat: 1\n")
     res = subprocess.run([sys.executable, "-m", "bot", "check-config", str(bad)], cwd=root, capture_output=True,
