@@ -100,9 +100,15 @@ async def build_digest(store: Store, channel: Channel, period: str, now: datetim
 def render_digest(d: Digest) -> str:
     lines = [f"{'Weekly' if d.period == 'week' else 'Monthly'} summary for #{d.channel}, {d.start} to {d.end}",
              f"Rounds: {d.rounds}   answers: {d.answers}   active players: {d.active_players}"]
-    if d.per_day:
-        lines.append("Participation per day: " + ", ".join(
-            f"{day:%a %d} {players}" for day, players, _ in d.per_day))
+    if d.per_day and d.period == "week":
+        lines.append("Players per day: " + ", ".join(f"{day:%a %d} {players}" for day, players, _ in d.per_day))
+    elif d.per_day:  # a month day by day is a wall of zeros: the chart has that; here the gist
+        busy = [(players, day) for day, players, _ in d.per_day if players]
+        line = f"Days with answers: {len(busy)} of {len(d.per_day)}"
+        if busy:
+            players, day = max(busy, key=lambda x: (x[0], -x[1].toordinal()))
+            line += f"; busiest {day:%a %d} ({players} player{'s' if players != 1 else ''})"
+        lines.append(line)
     if d.chapters:
         lines.append("Solve rate per chapter: " + ", ".join(
             f"ch.{c} {solved}/{tried} ({solved / tried:.0%})" for c, tried, solved in d.chapters if tried))
@@ -125,14 +131,20 @@ def digest_chart(d: Digest) -> bytes:
 
     fig = Figure(figsize=(9, 3.6), dpi=100)
     ax1, ax2 = fig.subplots(1, 2)
-    days = [day.strftime("%m-%d") for day, _, _ in d.per_day]
-    ax1.bar(days, [p for _, p, _ in d.per_day], color="#4c72b0")
+    # the whole period on the axis (days still to come stay empty), so a Monday chart reads as
+    # the start of a week, not as one wide bar
+    counts = {day: players for day, players, _ in d.per_day}
+    span = [d.start + timedelta(days=i) for i in range((d.end - d.start).days + 1)]
+    fmt = "%a %d" if d.period == "week" else "%d"
+    ax1.bar([day.strftime(fmt) for day in span], [counts.get(day, 0) for day in span], color="#4c72b0")
     ax1.set_title("Players per day")
-    ax1.tick_params(axis="x", labelrotation=60, labelsize=7)
+    ax1.tick_params(axis="x", labelrotation=60 if d.period != "week" else 0, labelsize=7)
     ax1.yaxis.get_major_locator().set_params(integer=True)
     labels = [f"ch.{c}" for c, _, _ in d.chapters]
     rates = [(s / t * 100) if t else 0 for _, t, s in d.chapters]
-    ax2.barh(labels or ["-"], rates or [0], color="#55a868")
+    bars = ax2.barh(labels or ["-"], rates or [0], color="#55a868")
+    if d.chapters:  # the counts behind each rate; a 0 % bar is otherwise invisible
+        ax2.bar_label(bars, labels=[f" {s}/{t}" for _, t, s in d.chapters], fontsize=8)
     ax2.set_xlim(0, 100)
     ax2.set_title("Solve rate per chapter (%)")
     fig.suptitle(f"#{d.channel}: {d.start} to {d.end}")

@@ -50,12 +50,14 @@ async def test_summary_digest_chart_and_csv(make):
     assert "Rounds: 2" in text and "answers: 3" in text and "active players: 2" in text
     assert "Top players: 1. Alice" in text or "Top players: 1. Bob" in text
     assert "Biggest movers" not in text  # nothing to compare with in the first week
+    assert "Players per day: Mon 06 2, Tue 07 1" in text  # up to today
     png = out.files[0]
     assert png.content_type == "image/png" and png.data[:4] == b"\x89PNG" and len(png.data) > 5000
     last = (await h.cmd(MANAGER, "summary week last"))[0]
     assert "Nobody answered" in last.text
     month = (await h.cmd(MANAGER, "summary month"))[0]
     assert "Monthly summary" in month.text
+    assert "Days with answers: 2 of 7; busiest Mon 06 (2 players)" in month.text  # not a line per day
     exp = (await h.cmd(MANAGER, "export week"))[0]
     rows = list(csv.DictReader(io.StringIO(exp.files[0].data.decode())))
     assert len(rows) == 3 and {r["player"] for r in rows} == {"Alice", "Bob"}
