@@ -388,7 +388,7 @@ class QuizService:
 
     def _round_open_message(self, rnd: Round, item: Item, ch: Channel, note: str) -> Message:
         lang = ch.schedule.language
-        tz = __import__("zoneinfo").ZoneInfo(ch.schedule.timezone)
+        tz = ZoneInfo(ch.schedule.timezone)
         closes = rnd.closes_at.astimezone(tz)
         blocks = [Block(render_item(item, lang)),
                   Block(f"Open until {closes:%a %H:%M} ({ch.schedule.timezone}). Answer in a reply or with "
