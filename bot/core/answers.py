@@ -58,6 +58,13 @@ def looks_like_answer(text: str, kind: str, option_keys: tuple[str, ...] = ()) -
     return False
 
 
+def may_have_been_an_answer(text: str, *, in_round_thread: bool) -> bool:
+    """When handling a chat message failed before the core could decide, was it probably an
+    answer? Then the player is told it was not taken, rather than left waiting for a verdict;
+    chatter that failed stays silent."""
+    return in_round_thread or "```" in text
+
+
 def parse_choice(text: str, option_keys: tuple[str, ...]) -> list[str]:
     keys = {k.lower(): k for k in option_keys}
     cleaned = re.sub(r"\b(and|und|or|et|和|与)\b", " ", text.strip().strip("`").lower())

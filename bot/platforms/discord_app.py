@@ -14,6 +14,7 @@ import discord
 from discord import app_commands
 
 from ..config import DiscordConfig
+from ..core.answers import may_have_been_an_answer
 from ..core.commands import outline_title, search
 from ..core.models import UNGRADED, Actor, ChannelRef, Message
 from ..core.service import QuizService
@@ -361,7 +362,7 @@ class DiscordAdapter:
                                              in_round_thread=in_round_thread)
         except Exception:  # noqa: BLE001
             log.exception("discord: message %s failed", message.id)
-            if "```" in text or in_round_thread:  # an answer, most likely: say it was not taken
+            if may_have_been_an_answer(text, in_round_thread=in_round_thread):
                 try:
                     await message.reply(FAILURE_TEXT, mention_author=False)
                 except discord.HTTPException as exc:

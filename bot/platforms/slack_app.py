@@ -24,6 +24,7 @@ from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetry
 from slack_sdk.web.async_client import AsyncWebClient
 
 from ..config import SlackConfig
+from ..core.answers import may_have_been_an_answer
 from ..core.models import UNGRADED, Actor, Attachment, Block, ChannelRef, Message
 from ..core.service import QuizService
 from . import slack_render as render
@@ -288,7 +289,7 @@ class SlackAdapter:
                         await self._ephemeral(channel, actor.user_id, msg, thread_ts=thread)
             except Exception:
                 log.exception("slack: message %s in %s failed", ts, channel)
-                if in_round_thread or "```" in text:  # likely an answer: the player must not wait in vain
+                if may_have_been_an_answer(text, in_round_thread=in_round_thread):
                     with contextlib.suppress(Exception):
                         await self.client.chat_postEphemeral(channel=channel, user=str(event["user"]), text=SORRY,
                                                              **({"thread_ts": thread} if thread else {}))
