@@ -57,12 +57,12 @@ def _compare(exp: Any, got: Any, rtol: float, atol: float, path: str) -> None:
             if exp != got:
                 raise Mismatch(f"{path}: wrong value")
             return
-        if not _close(float(exp), float(got), rtol, atol):
+        if not _close(_as_float(exp, path), _as_float(got, path), rtol, atol):
             raise Mismatch(f"{path}: wrong value (outside rtol={rtol:g}, atol={atol:g})")
         return
     if isinstance(exp, complex) and isinstance(got, (complex, int, float)):
-        if not (_close(exp.real, complex(got).real, rtol, atol)
-                and _close(exp.imag, complex(got).imag, rtol, atol)):
+        g = complex(_as_float(got, path)) if isinstance(got, int) else complex(got)
+        if not (_close(exp.real, g.real, rtol, atol) and _close(exp.imag, g.imag, rtol, atol)):
             raise Mismatch(f"{path}: wrong value")
         return
     if isinstance(exp, str):
@@ -100,6 +100,13 @@ def _compare(exp: Any, got: Any, rtol: float, atol: float, path: str) -> None:
             _compare(exp[k], got[k], rtol, atol, f"{path}[{k!r}]" if path else str(k))
         return
     raise Mismatch(f"{path}: cannot compare {describe(exp)}")
+
+
+def _as_float(v: int | float, path: str) -> float:
+    try:
+        return float(v)
+    except OverflowError:  # an int past float range (10 ** 400) cannot be close to a float
+        raise Mismatch(f"{path}: wrong value (an integer too large for a float)") from None
 
 
 def _close(e: float, g: float, rtol: float, atol: float) -> bool:

@@ -50,6 +50,7 @@ class RawRun:
     status: int | None = None
     cpu_s: float = 0.0
     timed_out: bool = False
+    cpu_exceeded: bool = False  # the whole process tree, seen from the outside
     output_exceeded: bool = False
     result_exceeded: bool = False
     memory_exceeded: bool = False
@@ -120,13 +121,14 @@ class Zygote:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.returncode is None and self.sock is not None
 
-    async def submit(self, payload: bytes, fds: list[int]) -> None:
+    async def submit(self, size: int, fds: list[int]) -> None:
+        """Ask for one process. Only the payload's size and the fds go to the zygote: the payload
+        itself travels in its own pipe, straight to the forked supervisor (see `runner.zygote`)."""
         assert self.sock is not None
         sock = self.sock
         async with self.lock:
             def send() -> None:
-                socket.send_fds(sock, [struct.pack("<Q", len(payload))], fds)
-                sock.sendall(payload)
+                socket.send_fds(sock, [struct.pack("<Q", size)], fds)
             await asyncio.get_running_loop().run_in_executor(None, send)
 
     async def stop(self) -> None:
@@ -267,13 +269,15 @@ class Engine:
         for r, _w in pipes:
             os.set_blocking(r, False)
         go_r, go_w = os.pipe()
-        write_ends = [w for _r, w in pipes] + [go_r]
+        pay_r, pay_w = os.pipe()
+        write_ends = [w for _r, w in pipes] + [go_r, pay_r]
         read_ends = [r for r, _w in pipes]
+        data = json.dumps(payload).encode()
         started = time.monotonic()
         try:
-            await zygote.submit(json.dumps(payload).encode(), write_ends)
+            await zygote.submit(len(data), write_ends)
         except OSError as e:
-            for fd in write_ends + read_ends + [go_w]:
+            for fd in write_ends + read_ends + [go_w, pay_w]:
                 os.close(fd)
             raw.fatal = f"could not reach the warm worker: {e}"
             if zygote.proc is not None and zygote.proc.returncode is None:
@@ -281,8 +285,13 @@ class Engine:
             return raw
         for fd in write_ends:
             os.close(fd)
-        group = self.cgroups.create(int(limits.memory_mb) << 20, int(limits.processes)) if self.cgroups else None
-        await Supervisor(raw, read_ends, go_w, group, limits, self.config.max_observation_mb << 20).run()
+        feed = asyncio.ensure_future(_feed_pipe(pay_w, data))
+        try:
+            group = self.cgroups.create(int(limits.memory_mb) << 20, int(limits.processes)) if self.cgroups else None
+            await Supervisor(raw, read_ends, go_w, group, limits, self.config.max_observation_mb << 20).run()
+        finally:
+            feed.cancel()  # a no-op once it is written; else it closes the pipe
+            await asyncio.gather(feed, return_exceptions=True)
         raw.wall_ms = (time.monotonic() - started) * 1000
         return raw
 
@@ -311,7 +320,8 @@ class Engine:
             error = _clean_error(header.get("error")) if header.get("error") else None
             extra = {"caps": header["caps"]} if isinstance(header.get("caps"), dict) else {}
             return Judged(status=status, error=error, cases=cases, tampered=tampered, extra=extra)
-        except (WireError, KeyError, TypeError, ValueError):
+        except (WireError, KeyError, TypeError, ValueError, ArithmeticError, RuntimeError):
+            # RuntimeError: a header nested past the recursion limit, a tensor shape torch rejects
             raise WireError("the result channel was corrupted") from None
 
     async def grade(self, job: dict[str, Any]) -> dict[str, Any]:
@@ -501,7 +511,7 @@ class Engine:
             # the cases run one after another in one process: the limit is for all of them
             return "timeout", f"time limit exceeded: all cases together ran past {raw.wall_limit:g} s", None
         sig = raw.signal
-        if sig == signal.SIGXCPU or (sig == signal.SIGKILL and raw.cpu_s >= 0.95 * raw.cpu_limit):
+        if raw.cpu_exceeded or sig == signal.SIGXCPU or (sig == signal.SIGKILL and raw.cpu_s >= 0.95 * raw.cpu_limit):
             return "timeout", f"CPU time limit exceeded: all cases together used over {raw.cpu_limit:g} s of CPU", None
         if raw.memory_exceeded:
             return "memory", "memory limit exceeded", None
@@ -644,11 +654,12 @@ class Supervisor:
             os.close(self.go_fd)
             self.go_fd = None
 
-    def _rss_bytes(self) -> int:
-        """Resident memory of the job's whole process tree (covers CUDA jobs, which have no RLIMIT_AS)."""
+    def _tree_usage(self) -> tuple[int, float]:
+        """Resident memory (covers CUDA jobs, which have no RLIMIT_AS) and CPU seconds of the job's
+        whole process tree. RLIMIT_CPU is per process: each child would get the full limit again."""
         if self.pid is None:
-            return 0
-        total, stack, seen = 0, [self.pid], set()
+            return 0, 0.0
+        total, ticks, stack, seen = 0, 0, [self.pid], set()
         page = os.sysconf("SC_PAGE_SIZE")
         while stack and len(seen) < 512:
             pid = stack.pop()
@@ -658,12 +669,14 @@ class Supervisor:
             try:
                 with open(f"/proc/{pid}/statm") as f:
                     total += int(f.read().split()[1]) * page
+                with open(f"/proc/{pid}/stat") as f:  # utime, stime, and those of reaped children
+                    ticks += sum(int(v) for v in f.read().rpartition(")")[2].split()[11:15])
                 for task in os.listdir(f"/proc/{pid}/task"):
                     with open(f"/proc/{pid}/task/{task}/children") as f:
                         stack.extend(int(c) for c in f.read().split())
             except (OSError, ValueError):
                 continue
-        return total
+        return total, ticks / os.sysconf("SC_CLK_TCK")
 
     async def run(self) -> None:
         for fd in list(self.open_fds):
@@ -687,8 +700,11 @@ class Supervisor:
                     self.raw.memory_exceeded = True  # the kernel killed one of the job's processes
                     self.kill()
                 elif self.pid is not None and not self.done.is_set():
-                    rss = self._rss_bytes()
-                    if baseline is None:
+                    rss, cpu = self._tree_usage()
+                    if cpu > self.raw.cpu_limit:
+                        self.raw.cpu_exceeded = True
+                        self.kill()
+                    elif baseline is None:
                         baseline = rss
                     elif rss - baseline > mem_limit:
                         self.raw.memory_exceeded = True
@@ -716,6 +732,28 @@ class Supervisor:
         raw.running_case, raw.frame = split_progress(bytes(self.bufs[self.res]))
         raw.stdout = bytes(self.bufs[self.out])
         raw.stderr = bytes(self.bufs[self.err])
+
+
+async def _feed_pipe(fd: int, data: bytes) -> None:
+    """Write `data` into a pipe without blocking the loop, then close it."""
+    loop = asyncio.get_running_loop()
+    view = memoryview(data)
+    os.set_blocking(fd, False)
+    try:
+        while view:
+            try:
+                view = view[os.write(fd, view):]
+            except BlockingIOError:
+                ready = loop.create_future()
+                loop.add_writer(fd, lambda: ready.done() or ready.set_result(None))
+                try:
+                    await ready
+                finally:
+                    loop.remove_writer(fd)
+    except OSError:
+        pass  # the supervisor died before reading it; the ctl channel says what happened
+    finally:
+        os.close(fd)
 
 
 def _code_payload(job: dict[str, Any], role: str, code: str) -> dict[str, Any]:

@@ -231,7 +231,8 @@ def setup_job_mounts(scratch_mb: int, tmp_too: bool) -> str:
     if tmp_too:
         _mount(SCRATCH, "/tmp", None, MS_BIND, None)
     if os.path.isdir("/dev/shm"):
-        _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, f"size={scratch_mb}m,mode=1777")
+        _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+               f"size={scratch_mb}m,mode=1777,nr_inodes=4096")  # inodes are unmetered kernel memory
     work = SCRATCH + "/work"
     os.mkdir(work, 0o777)
     return work
@@ -283,8 +284,14 @@ DENIED_SYSCALLS_X86_64 = {
     "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "open_tree": 428,
     "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
     "pidfd_getfd": 438, "mount_setattr": 442,
+    # SysV shared memory and message queues hold memory no process maps: no rlimit, no RSS
+    "shmget": 29, "msgget": 68,
 }
-SYS_CLONE, SYS_CLONE3 = 56, 435
+# Refused as if the kernel lacked them, so libraries fall back (asmjit, in torch, then uses
+# shm_open on the size-limited /dev/shm): memfd pages are memory no rlimit or RSS poll meters.
+ENOSYS_SYSCALLS_X86_64 = {"memfd_create": 319}
+SYS_CLONE, SYS_CLONE3, SYS_SOCKET = 56, 435, 41
+AF_VSOCK = 40  # VM <-> hypervisor sockets: no network namespace confines them
 AUDIT_ARCH_X86_64 = 0xC000003E
 _RET_ALLOW, _RET_KILL = 0x7FFF0000, 0x80000000
 EPERM, ENOSYS = 1, 38
@@ -295,7 +302,7 @@ def _ret_errno(err: int) -> int:
 
 
 def seccomp_program() -> bytes:
-    """A classic-BPF filter: deny the list above, namespace flags on clone, and clone3."""
+    """A classic-BPF filter: deny the list above, namespace flags on clone, clone3 and AF_VSOCK."""
     ins: list[tuple[int, int, int, int]] = []
     LD_W_ABS, JEQ, JSET, JGE, RET = 0x20, 0x15, 0x45, 0x35, 0x06
     ins.append((LD_W_ABS, 0, 0, 4))                     # arch
@@ -309,6 +316,14 @@ def seccomp_program() -> bytes:
     for nr in sorted(DENIED_SYSCALLS_X86_64.values()):
         ins.append((JEQ, 0, 1, nr))
         ins.append((RET, 0, 0, _ret_errno(EPERM)))
+    for nr in sorted(ENOSYS_SYSCALLS_X86_64.values()):
+        ins.append((JEQ, 0, 1, nr))
+        ins.append((RET, 0, 0, _ret_errno(ENOSYS)))
+    ins.append((JEQ, 0, 4, SYS_SOCKET))
+    ins.append((LD_W_ABS, 0, 0, 16))                    # address family
+    ins.append((JEQ, 1, 0, AF_VSOCK))
+    ins.append((RET, 0, 0, _RET_ALLOW))
+    ins.append((RET, 0, 0, _ret_errno(EPERM)))
     ins.append((JEQ, 0, 3, SYS_CLONE))
     ins.append((LD_W_ABS, 0, 0, 16))                    # low half of clone flags
     ins.append((JSET, 0, 1, NS_FLAGS))

@@ -1,10 +1,15 @@
 """The warm process: imports torch once, then forks one sandboxed job process per request.
 
 Protocol on the control socket (a Unix stream socket from the engine): each request is an
-8-byte little-endian length sent together with five file descriptors (ctl, result, stdout,
-stderr write ends, and the read end of a "go" pipe), followed by that many bytes of JSON payload. The zygote forks a
-*supervisor*, which enters fresh namespaces and forks the job as PID 1 of its own PID
-namespace. The supervisor reports the job's host pid and, later, its exit status on `ctl`.
+8-byte little-endian length sent together with six file descriptors (ctl, result, stdout,
+stderr write ends, the read end of a "go" pipe and the read end of a "payload" pipe). The zygote
+forks a *supervisor*, which reads that many bytes of JSON payload from the payload pipe, enters
+fresh namespaces and forks the job as PID 1 of its own PID namespace. The supervisor reports the
+job's host pid and, later, its exit status on `ctl`.
+
+The zygote itself never reads a payload: every job is forked from its memory, so a job's code
+(a reference solution, another player's submission) left in the zygote's heap, even freed,
+could be read by every later job.
 
 CUDA is never initialised here: a CUDA context does not survive fork.
 """
@@ -21,12 +26,15 @@ from typing import Any
 
 from . import sandbox
 
-NFDS = 5
+NFDS = 6
 
 
-def _recv_request(sock: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
+def _recv_request(sock: socket.socket) -> tuple[int, list[int]] | None:
+    """The payload's length and the request's fds; the payload itself is left in its pipe."""
     msg, fds, _flags, _addr = socket.recv_fds(sock, 8, NFDS)
     if not msg:
+        for fd in fds:
+            os.close(fd)
         return None
     while len(msg) < 8:
         more = sock.recv(8 - len(msg))
@@ -34,13 +42,19 @@ def _recv_request(sock: socket.socket) -> tuple[dict[str, Any], list[int]] | Non
             return None
         msg += more
     (n,) = struct.unpack("<Q", msg)
+    return n, list(fds)
+
+
+def _read_payload(fd: int, n: int) -> dict[str, Any]:
+    """In the supervisor: the job's JSON payload, from its own pipe."""
     buf = bytearray()
     while len(buf) < n:
-        chunk = sock.recv(min(1 << 20, n - len(buf)))
+        chunk = os.read(fd, min(1 << 20, n - len(buf)))
         if not chunk:
-            return None
+            raise EOFError(f"payload cut short ({len(buf)} of {n} bytes)")
         buf += chunk
-    return json.loads(buf), list(fds)
+    os.close(fd)
+    return json.loads(buf)
 
 
 def _write_line(fd: int, obj: dict[str, Any]) -> None:
@@ -56,13 +70,14 @@ def _baseline_vm_bytes() -> int:
         return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def supervise(payload: dict[str, Any], fds: list[int], ctl_sock_fd: int, sandboxed: bool) -> None:
+def supervise(size: int, fds: list[int], ctl_sock_fd: int, sandboxed: bool) -> None:
     """Runs in the forked supervisor; never returns."""
-    ctl, res, out, err, go = fds
+    ctl, res, out, err, go, pay = fds
     code = 70
     try:
         os.close(ctl_sock_fd)
         sandbox.die_with_parent()
+        payload = _read_payload(pay, size)
         work = None
         if sandboxed:
             sandbox.enter_job_namespaces()
@@ -180,7 +195,7 @@ def main() -> None:
             break
         if req is None:
             break
-        payload, fds = req
+        size, fds = req
         if len(fds) != NFDS:
             for fd in fds:
                 os.close(fd)
@@ -188,7 +203,7 @@ def main() -> None:
         pid = os.fork()
         if pid == 0:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            supervise(payload, fds, sock.fileno(), sandboxed)
+            supervise(size, fds, sock.fileno(), sandboxed)
         for fd in fds:
             os.close(fd)
     os._exit(0)
