@@ -1,5 +1,6 @@
 # `make run` plays the quiz in the terminal; `make test` runs the whole suite.
-# Both create .venv and install what they need on a fresh Debian machine.
+# Both create .venv and install what they need on a fresh Debian machine (with Python 3.11,
+# make and python3-venv).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
