@@ -53,6 +53,8 @@ VERDICT_LABEL = {
     "output_limit": {"zh": "输出超限", "en": "output limit exceeded"},
     "invalid": {"zh": "无效提交", "en": "invalid submission"},
     "internal": {"zh": "评测机内部错误（不计分，会重试）", "en": "runner error (not counted; will retry)"},
+    "unsupported": {"zh": "评测机无法运行此题（不计分，会换一台重试）",
+                    "en": "this runner cannot run it (not counted; another will be tried)"},
 }
 
 

@@ -43,9 +43,11 @@ def _compare(exp: Any, got: Any, rtol: float, atol: float, path: str) -> None:
         _compare_tensor(exp, got, rtol, atol, path)
         return
     if isinstance(exp, OpaqueObject) or isinstance(got, OpaqueObject):
-        if type(exp) is not type(got) or exp.type_name != got.type_name:
-            raise Mismatch(f"{path}: expected {describe(exp)}, got {describe(got)}")
-        return
+        # Fail closed: what the wire cannot carry cannot be checked, so it never matches (two
+        # objects of the same type name prove nothing about their contents).
+        if isinstance(exp, OpaqueObject):
+            raise Mismatch(f"{path}: {describe(exp)} cannot be checked")
+        raise Mismatch(f"{path}: expected {describe(exp)}, got {describe(got)}")
     if isinstance(exp, bool) or isinstance(got, bool):
         if type(exp) is not type(got):
             raise Mismatch(f"{path}: expected {describe(exp)}, got {describe(got)}")
@@ -133,7 +135,10 @@ def _compare_tensor(exp: TensorMeta, got: Any, rtol: float, atol: float, path: s
     if got.requires_grad != exp.requires_grad:
         raise Mismatch(f"{path}: requires_grad is {got.requires_grad}, expected {exp.requires_grad}")
     if exp.data is None or got.data is None:
-        return
+        # Only meta tensors have no values; anything else without them is never equal.
+        if exp.device == "meta" and got.device == "meta" and exp.data is None and got.data is None:
+            return
+        raise Mismatch(f"{path}: the tensor's values are missing")
     e, g = exp.data, got.data
     if e.dtype.is_floating_point or e.dtype.is_complex:
         e64 = e.to(torch.complex128 if e.dtype.is_complex else torch.float64)

@@ -12,6 +12,7 @@ import os
 import random
 import sys
 import traceback
+import types
 from typing import Any, Callable
 
 from .wire import Encoder, WireError, progress_mark
@@ -64,44 +65,66 @@ def _load(source: str, filename: str) -> dict[str, Any]:
 # Names a probe or a comparison leans on. Changing them is tampering; other attributes may
 # legitimately change when code imports torch submodules lazily (torch._dynamo rewraps
 # torch.manual_seed, for one), so those are only put back, never held against the player.
-_TENSOR_CRITICAL = {
+_TENSOR_CRITICAL = frozenset({
     "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__bool__", "__len__", "__getitem__",
     "__repr__", "__format__", "__float__", "__int__", "eq", "ne", "equal", "allclose", "isclose",
     "all", "any", "item", "tolist", "data_ptr", "untyped_storage", "storage_offset", "stride", "size",
     "dim", "numel", "is_contiguous", "grad", "requires_grad", "detach", "clone", "contiguous", "to",
     "cpu", "sum", "abs", "sub", "__sub__", "max", "min", "isnan", "shape", "dtype", "device",
     "backward", "register_hook", "is_leaf", "grad_fn", "view", "reshape",
-}
-_CRITICAL = {
-    "torch": {"allclose", "equal", "isclose", "eq", "ne", "all", "any", "is_tensor", "is_same_size",
-              "isnan", "abs", "sub", "max", "min", "testing", "autograd", "Tensor", "tensor", "as_tensor"},
-    "torch.Tensor": _TENSOR_CRITICAL,
-    "torch._C.TensorBase": _TENSOR_CRITICAL,
-    "torch.nn.Module": {"state_dict", "parameters", "named_parameters", "buffers", "named_buffers",
-                        "children", "modules", "named_modules", "__call__", "_call_impl", "train", "eval"},
-    "torch.autograd": {"grad", "backward", "gradcheck", "Function"},
-}
+})
+_ALL = frozenset({"*"})  # every attribute that existed before the player's code: rebinding any is tampering
+_CRITICAL = types.MappingProxyType({
+    "torch": frozenset({"allclose", "equal", "isclose", "eq", "ne", "all", "any", "is_tensor", "is_same_size",
+                        "isnan", "abs", "sub", "max", "min", "testing", "autograd", "Tensor", "tensor", "as_tensor"}),
+    "torch.Tensor": frozenset(_TENSOR_CRITICAL),
+    "torch._C.TensorBase": frozenset(_TENSOR_CRITICAL),
+    "torch.nn.Module": frozenset({"state_dict", "parameters", "named_parameters", "buffers", "named_buffers",
+                                  "children", "modules", "named_modules", "__call__", "_call_impl", "train", "eval"}),
+    "torch.autograd": frozenset({"grad", "backward", "gradcheck", "Function"}),
+    # What turns observations into the frame and writes it: the harness, the wire format and the
+    # library functions they call. Wrapping any of them to rewrite observations is tampering.
+    "runner.harness": _ALL, "runner.harness.TorchSnapshot": _ALL,
+    "runner.wire": _ALL, "runner.wire.Encoder": _ALL,
+    "json": frozenset({"dumps", "JSONEncoder", "encoder"}), "json.encoder": _ALL, "json.JSONEncoder": _ALL,
+    "struct": _ALL, "ctypes": frozenset({"string_at", "_string_at", "c_char", "c_void_p"}),
+    "os": frozenset({"write", "close", "_exit", "fdopen", "dup2", "read"}),
+})
 
 
 class TorchSnapshot:
-    """Identity snapshot of the attributes a probe relies on.
+    """Identity snapshot of the attributes a probe and the frame writer rely on.
 
-    A submission may monkeypatch `torch.allclose`, `Tensor.__eq__`, ... in its own process.
-    Comparison happens in the parent, so that alone cannot make it pass; but a probe that uses
-    torch could be fooled, so before each probe the originals are put back, and a change to a
-    name in `_CRITICAL` (or anything in `builtins`, `math`, `torch.testing`) is reported.
+    A submission may monkeypatch `torch.allclose`, `Tensor.__eq__`, the encoder, ... in its own
+    process. Comparison happens in the parent, so that alone cannot make it pass; but a probe
+    that uses torch, or an encoder that rewrites observations, could be fooled, so before each
+    probe and before the frame is written the originals are put back, and a change to a name in
+    `_CRITICAL` (or anything in `builtins`, `math`, `torch.testing`, `F`) is reported.
     """
 
     def __init__(self) -> None:
+        import ctypes
+        import json
+        import json.encoder
+        import struct
+
         import torch
         import torch.nn.functional as F
         import torch.testing
+
+        from . import wire
 
         self.targets: list[tuple[str, Any]] = [
             ("torch", torch), ("torch.Tensor", torch.Tensor), ("torch._C.TensorBase", torch._C.TensorBase),
             ("torch.nn.functional", F), ("torch.testing", torch.testing), ("torch.autograd", torch.autograd),
             ("torch.nn.Module", torch.nn.Module), ("builtins", builtins), ("math", math),
+            ("runner.harness", sys.modules[__name__]), ("runner.harness.TorchSnapshot", TorchSnapshot),
+            ("runner.wire", wire), ("runner.wire.Encoder", wire.Encoder),
+            ("json", json), ("json.encoder", json.encoder), ("json.JSONEncoder", json.JSONEncoder),
+            ("struct", struct), ("ctypes", ctypes), ("os", os),
         ]
+        # The rules travel with the snapshot, so rebinding the module's table changes nothing.
+        self.rules = {name: _CRITICAL.get(name) for name, _obj in self.targets}
         self.saved = [(name, obj, dict(vars(obj))) for name, obj in self.targets]
 
     def restore(self) -> list[str]:
@@ -109,11 +132,11 @@ class TorchSnapshot:
         tampered: list[str] = []
         for name, obj, saved in self.saved:
             current = vars(obj)
-            critical = _CRITICAL.get(name)
+            critical = self.rules[name]
             for key, value in saved.items():
                 if current.get(key, _MISSING) is value:
                     continue
-                if critical is None or key in critical:
+                if critical is None or critical is _ALL or key in critical:
                     tampered.append(f"{name}.{key}")
                 try:
                     setattr(obj, key, value)
@@ -152,6 +175,10 @@ def run_code_job(payload: dict[str, Any], started: Callable[[int], None] = lambd
     header["cases"] = [{"name": str(c.get("name") or f"case {i + 1}"), "example": bool(c.get("example", False)),
                         "obs": None, "error": None} for i, c in enumerate(cases)]
     snapshot = TorchSnapshot()
+    # Bound now, before any untrusted code: rebinding the module's names later changes nothing
+    # here (and is itself reported as tampering).
+    restore = _restorer(snapshot, header)
+    encode = enc.encode
 
     # 2. the player's code
     source = payload["code"]
@@ -188,12 +215,12 @@ def run_code_job(payload: dict[str, Any], started: Callable[[int], None] = lambd
             if isinstance(e, (KeyboardInterrupt, SystemExit)) and not trusted:
                 e = RuntimeError(f"{type(e).__name__} raised while running your function")
             slot["error"] = _error_info(e, code_file, source)
-            _restore(snapshot, header)
+            restore()
             continue
-        _restore(snapshot, header)
+        restore()
         try:
             obs = probe_fn(result, args, kwargs, fn) if probe_fn else {"result": result}
-            slot["obs"] = enc.encode(obs)
+            slot["obs"] = encode(obs)
         except WireError as e:
             slot["error"] = {"type": "OutputLimit" if "exceed" in str(e) else "BadResult",
                              "message": str(e), "traceback": ""}
@@ -201,16 +228,22 @@ def run_code_job(payload: dict[str, Any], started: Callable[[int], None] = lambd
             slot["error"] = {"type": type(e).__name__,
                              "message": f"checking your result raised {type(e).__name__}: {str(e)[:300]}",
                              "traceback": "", "in_probe": True}
-        _restore(snapshot, header)
+        restore()
     del torch
     return {"header": header, "encoder": enc}
 
 
-def _restore(snapshot: TorchSnapshot, header: dict[str, Any]) -> None:
-    changed = snapshot.restore()
-    for name in changed:
-        if name not in header["tampered"] and len(header["tampered"]) < 20:
-            header["tampered"].append(name)
+def _restorer(snapshot: TorchSnapshot, header: dict[str, Any]) -> Callable[[], None]:
+    """A closure over the original restore: put everything back, record what was changed."""
+    restore_fn = TorchSnapshot.restore
+    tampered: list[str] = header["tampered"]
+
+    def restore() -> None:
+        for name in restore_fn(snapshot):
+            if name not in tampered and len(tampered) < 20:
+                tampered.append(name)
+    header["restore"] = restore  # run() checks once more just before the frame is written
+    return restore
 
 
 def run_output_job(payload: dict[str, Any]) -> dict[str, Any]:
@@ -251,16 +284,21 @@ def run(payload: dict[str, Any], res_fd: int) -> None:
     if payload.get("requires") == "cuda" and payload.get("gpu_memory_fraction"):
         torch.cuda.set_per_process_memory_fraction(float(payload["gpu_memory_fraction"]))
     kind = payload["kind"]
+    # The frame writer, bound before any untrusted code runs.
+    frame_fn, write_all, mark = Encoder.frame, _write_all, progress_mark
 
     def started(case_index: int) -> None:
-        _write_all(res_fd, progress_mark(case_index))
+        write_all(res_fd, mark(case_index))
 
     try:
         if kind == "code":
             out = run_code_job(payload, started)
         else:
             out = {"output": run_output_job, "capabilities": run_capabilities}[kind](payload)
-        frame = out["encoder"].frame(out["header"])
+        final_check = out["header"].pop("restore", None)
+        if final_check is not None:
+            final_check()  # a thread or a finaliser may have patched the writer since the last case
+        frame = frame_fn(out["encoder"], out["header"])
     except BaseException as e:  # noqa: BLE001 - a harness fault (e.g. a broken setup): report it
         info = {"type": type(e).__name__, "message": str(e)[:500],
                 "traceback": "".join(traceback.format_exception(e))[-2000:]}
@@ -270,7 +308,7 @@ def run(payload: dict[str, Any], res_fd: int) -> None:
         sys.stderr.flush()
     except BaseException:  # noqa: BLE001
         pass
-    _write_all(res_fd, frame)
+    write_all(res_fd, frame)
     os.close(res_fd)
     os._exit(0)
 

@@ -12,6 +12,7 @@ from aiohttp import web
 
 from .config import RunnerConfig
 from .engine import Engine, JobError
+from .protocol import Result, Verdict
 from .sandbox import SandboxError
 
 log = logging.getLogger("runner.server")
@@ -52,9 +53,7 @@ def make_app(engine: Engine, config: RunnerConfig, token: str | None) -> web.App
             return web.json_response({"error": str(e)}, status=400)
         except Exception as e:  # noqa: BLE001 - never a 500 without a verdict the bot can retry
             log.exception("grading failed")
-            result = {"verdict": "internal", "message": f"runner fault: {type(e).__name__}", "cases": [],
-                      "passed_cases": 0, "total_cases": 0, "score": 0.0, "error": None,
-                      "stdout": "", "stderr": "", "output_truncated": False}
+            result = Result(Verdict.INTERNAL, f"runner fault: {type(e).__name__}").to_json()
         finally:
             state["pending"] -= 1
         return web.json_response(result)

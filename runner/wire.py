@@ -19,6 +19,10 @@ PROGRESS = b"QZP1"
 PROGRESS_SIZE = 8
 MAX_DEPTH = 24
 MAX_NODES = 200_000
+# Bounds that keep the trusted parent's decoding cheap whatever a frame holds: the JSON header
+# is parsed whole, so it is capped; the progress marks are capped by the case count.
+MAX_HEADER_BYTES = 8 << 20
+MAX_CASES = 4096
 
 
 class WireError(ValueError):
@@ -33,7 +37,10 @@ DTYPES: dict[str, int] = {
     "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint8": 1,
     "uint16": 2, "uint32": 4, "uint64": 8,
     "bool": 1,
+    "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e4m3fnuz": 1, "float8_e5m2fnuz": 1,
+    "float8_e8m0fnu": 1, "complex32": 4,
 }
+TENSOR_KEYS = frozenset({"t", "kind", "dtype", "shape", "device", "requires_grad", "layout", "blob"})
 
 
 class Encoder:
@@ -97,8 +104,10 @@ class Encoder:
             "requires_grad": bool(t.requires_grad),
             "layout": str(t.layout).removeprefix("torch."),
         }
-        if node["dtype"] not in DTYPES or t.device.type == "meta":
-            return node
+        if t.device.type == "meta":
+            return node  # a meta tensor has no values; only another meta tensor can match it
+        if node["dtype"] not in DTYPES:
+            raise WireError(f"cannot send a tensor of dtype {node['dtype']}")
         data = t.detach()
         if t.layout != torch.strided:
             data = data.to_dense()
@@ -143,59 +152,88 @@ def progress_mark(case_index: int) -> bytes:
     return PROGRESS + struct.pack("<I", case_index)
 
 
-def split_progress(data: bytes) -> tuple[int | None, bytes | None]:
-    """The last case a job started (None if it marked none) and the frame after the marks."""
+def split_progress(data: bytes, max_marks: int = MAX_CASES + 1) -> tuple[int | None, bytes | None]:
+    """The last case a job started (None if it marked none) and the frame after the marks.
+
+    A job writes one mark per case, so there are at most `max_marks`; more is a forged stream
+    (`WireError`). The marks are fixed-size records, so the scan is bounded by that count."""
     last: int | None = None
     pos = 0
+    count = 0
     while data[pos:pos + 4] == PROGRESS and len(data) - pos >= PROGRESS_SIZE:
-        (last,) = struct.unpack("<I", data[pos + 4:pos + PROGRESS_SIZE])
+        count += 1
+        if count > max_marks:
+            raise WireError("too many progress marks")
+        (last,) = struct.unpack_from("<I", data, pos + 4)
         pos += PROGRESS_SIZE
     return last, (data[pos:] or None)
 
 
-def split_frame(data: bytes) -> tuple[dict[str, Any], memoryview]:
+def split_frame(data: bytes, max_header: int = MAX_HEADER_BYTES) -> tuple[dict[str, Any], memoryview]:
     """Parse the JSON header of a frame; returns it with the blob area."""
     if len(data) < 8 or data[:4] != MAGIC:
         raise WireError("no result frame")
     (n,) = struct.unpack("<I", data[4:8])
     if 8 + n > len(data):
         raise WireError("truncated result frame")
+    if n > max_header:
+        raise WireError("result header too large")
     try:
-        header = json.loads(data[8:8 + n].decode())
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise WireError(f"bad result header: {e}") from None
+        header = json.loads(bytes(data[8:8 + n]).decode())
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise WireError(f"bad result header: {type(e).__name__}") from None
     if not isinstance(header, dict):
         raise WireError("bad result header")
     return header, memoryview(data)[8 + n:]
 
 
 class Decoder:
-    """Turns a header tree back into Python values and fresh tensors, validating as it goes."""
+    """Turns a header tree back into Python values and fresh tensors, validating as it goes.
+
+    Fails closed: a part that is missing, extra, of the wrong type, or inconsistent (a blob
+    table with gaps, overlaps or trailing bytes, a blob used twice or never) is a `WireError`,
+    never a default. Memory is bounded by the frame: each blob becomes at most one tensor."""
 
     def __init__(self, header: dict[str, Any], blob_area: memoryview) -> None:
-        blobs = header.get("blobs", [])
-        if not isinstance(blobs, list):
+        blobs = header.get("blobs")
+        if not isinstance(blobs, list) or len(blobs) > MAX_NODES:
             raise WireError("bad blob table")
         self.blobs: list[memoryview] = []
+        pos = 0
         for entry in blobs:
+            # blobs are laid end to end in order: no gaps, no overlaps, no bytes left over
             if (not isinstance(entry, list) or len(entry) != 2
-                    or not all(type(v) is int and v >= 0 for v in entry)
-                    or entry[0] + entry[1] > len(blob_area)):
+                    or not all(type(v) is int for v in entry)
+                    or entry[0] != pos or entry[1] < 0 or pos + entry[1] > len(blob_area)):
                 raise WireError("bad blob table")
-            self.blobs.append(blob_area[entry[0]:entry[0] + entry[1]])
+            self.blobs.append(blob_area[pos:pos + entry[1]])
+            pos += entry[1]
+        if pos != len(blob_area):
+            raise WireError("bad blob table")
+        self.used = [False] * len(self.blobs)
         self.nodes = 0
+
+    def finish(self) -> None:
+        """Every blob must have been used by exactly one tensor."""
+        if not all(self.used):
+            raise WireError("a blob no tensor uses")
 
     def decode(self, node: Any, depth: int = 0) -> Any:
         self.nodes += 1
         if self.nodes > MAX_NODES or depth > MAX_DEPTH or not isinstance(node, dict):
             raise WireError("malformed observation")
         t = node.get("t")
+        if t == "tensor":
+            return self._tensor(node)
+        keys = _NODE_KEYS.get(t) if isinstance(t, str) else None
+        if keys is None or node.keys() != keys:
+            raise WireError("malformed observation")
         if t == "none":
             return None
         if t == "bool":
-            return _check(node.get("v"), bool)
+            return _check(node["v"], bool)
         if t == "int":
-            text = _check(node.get("v"), str)
+            text = _check(node["v"], str)
             if len(text) > 5000:
                 raise WireError("integer too long")
             try:
@@ -203,52 +241,54 @@ class Decoder:
             except ValueError:
                 raise WireError("bad integer") from None
         if t == "float":
-            return _float_value(node.get("v"))
+            return _float_value(node["v"])
         if t == "complex":
-            return complex(_float_value(node.get("re")), _float_value(node.get("im")))
+            return complex(_float_value(node["re"]), _float_value(node["im"]))
         if t == "str":
-            return _check(node.get("v"), str)
+            return _check(node["v"], str)
         if t in ("list", "tuple"):
-            seq = [self.decode(v, depth + 1) for v in _check(node.get("v"), list)]
+            seq = [self.decode(v, depth + 1) for v in _check(node["v"], list)]
             return seq if t == "list" else tuple(seq)
         if t == "dict":
             out: dict[str, Any] = {}
-            for pair in _check(node.get("v"), list):
-                if not isinstance(pair, list) or len(pair) != 2 or type(pair[0]) is not str:
+            for pair in _check(node["v"], list):
+                if not isinstance(pair, list) or len(pair) != 2 or type(pair[0]) is not str or pair[0] in out:
                     raise WireError("malformed dict")
                 out[pair[0]] = self.decode(pair[1], depth + 1)
             return out
         if t == "dtype":
-            return DtypeName(_check(node.get("v"), str)[:40])
-        if t == "object":
-            return OpaqueObject(str(node.get("type", "?"))[:200])
-        if t == "tensor":
-            return self._tensor(node)
-        raise WireError("unknown observation type")
+            return DtypeName(_check(node["v"], str)[:40])
+        return OpaqueObject(_check(node["type"], str)[:200])  # t == "object"
 
     def _tensor(self, node: dict[str, Any]) -> Any:
         import torch
 
         kind = _check(node.get("kind"), str)[:250]
         if kind not in ("Tensor", "Parameter"):
+            if node.keys() != {"t", "kind"}:
+                raise WireError("malformed observation")
             return OpaqueTensor(kind)
-        dtype_name = _check(node.get("dtype"), str)
-        shape = _check(node.get("shape"), list)
+        meta_device = node.get("device") == "meta"
+        if node.keys() != (TENSOR_KEYS - {"blob"} if meta_device else TENSOR_KEYS):
+            raise WireError("malformed tensor")  # a tensor's values are never optional
+        dtype_name = _check(node["dtype"], str)
+        shape = _check(node["shape"], list)
         if len(shape) > 64 or not all(type(d) is int and 0 <= d < 2**40 for d in shape):
             raise WireError("bad tensor shape")
-        meta = TensorMeta(
-            kind=kind, dtype=dtype_name[:40], shape=tuple(shape),
-            device=str(node.get("device", "?"))[:40],
-            requires_grad=bool(node.get("requires_grad", False)),
-            layout=str(node.get("layout", "strided"))[:40],
-        )
-        if "blob" not in node:
-            return meta  # no data: an exotic dtype or the meta device
         if dtype_name not in DTYPES:
             raise WireError("bad tensor dtype")
+        meta = TensorMeta(
+            kind=kind, dtype=dtype_name, shape=tuple(shape),
+            device=_check(node["device"], str)[:40],
+            requires_grad=_check(node["requires_grad"], bool),
+            layout=_check(node["layout"], str)[:40],
+        )
+        if meta_device:
+            return meta
         index = node["blob"]
-        if type(index) is not int or not 0 <= index < len(self.blobs):
+        if type(index) is not int or not 0 <= index < len(self.blobs) or self.used[index]:
             raise WireError("bad tensor blob")
+        self.used[index] = True
         blob = self.blobs[index]
         numel = math.prod(shape)
         if numel * DTYPES[dtype_name] != len(blob):
@@ -260,6 +300,14 @@ class Decoder:
             data = torch.frombuffer(bytearray(blob), dtype=torch.uint8).view(dtype).reshape(shape)
         meta.data = data
         return meta
+
+
+_NODE_KEYS: dict[str, frozenset[str]] = {
+    "none": frozenset({"t"}), "bool": frozenset({"t", "v"}), "int": frozenset({"t", "v"}),
+    "float": frozenset({"t", "v"}), "complex": frozenset({"t", "re", "im"}), "str": frozenset({"t", "v"}),
+    "list": frozenset({"t", "v"}), "tuple": frozenset({"t", "v"}), "dict": frozenset({"t", "v"}),
+    "dtype": frozenset({"t", "v"}), "object": frozenset({"t", "type"}),
+}
 
 
 def _check(value: Any, tp: type) -> Any:
@@ -285,7 +333,8 @@ class DtypeName(str):
 
 
 class OpaqueObject:
-    """An observed value of a type the wire does not carry; compared by type name only."""
+    """An observed value of a type the wire does not carry. It never equals anything: a probe
+    must turn what it checks into values the wire carries."""
 
     def __init__(self, type_name: str) -> None:
         self.type_name = type_name
@@ -299,7 +348,8 @@ class OpaqueTensor(OpaqueObject):
 
 
 class TensorMeta:
-    """A decoded tensor: its metadata as observed, and a fresh CPU copy of its values."""
+    """A decoded tensor: its metadata as observed, and a fresh CPU copy of its values (None only
+    on the meta device, which has none)."""
 
     def __init__(self, kind: str, dtype: str, shape: tuple[int, ...], device: str,
                  requires_grad: bool, layout: str) -> None:

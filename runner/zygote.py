@@ -22,6 +22,7 @@ import signal
 import socket
 import struct
 import sys
+import time
 from typing import Any
 
 from . import sandbox
@@ -85,6 +86,7 @@ def supervise(size: int, fds: list[int], ctl_sock_fd: int, sandboxed: bool) -> N
             import tempfile
             work = tempfile.mkdtemp(prefix="quiz-job-")
             payload["work_dir"] = work
+        forked = time.monotonic()
         pid = os.fork()
         if pid == 0:
             _job_main(payload, ctl, res, out, err, go, sandboxed)
@@ -95,8 +97,11 @@ def supervise(size: int, fds: list[int], ctl_sock_fd: int, sandboxed: bool) -> N
         if work is not None:
             import shutil
             shutil.rmtree(work, ignore_errors=True)
+        # The job's own elapsed time, measured here next to it: a parent whose event loop was
+        # busy must not read its own delay as this job's slowness.
+        elapsed = time.monotonic() - forked
         _write_line(ctl, {"status": status, "cpu_s": usage.ru_utime + usage.ru_stime,
-                          "maxrss_kb": usage.ru_maxrss})
+                          "maxrss_kb": usage.ru_maxrss, "elapsed_s": elapsed})
         code = 0
     except BaseException as e:  # noqa: BLE001 - report and die, the engine answers `internal`
         _write_line(ctl, {"fatal": f"{type(e).__name__}: {e}"})

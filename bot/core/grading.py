@@ -20,6 +20,7 @@ from typing import Any, Awaitable, Callable
 from questionbank.jobs import code_job, normalise_output, output_job
 from questionbank.model import Item
 from questionbank.render import VERDICT_LABEL, render_result
+from runner.protocol import ProtocolError, Result
 
 from ..storage.repos import Store
 from .clock import Clock, iso
@@ -169,20 +170,23 @@ class Grader:
             ok = normalise_output(content) == normalise_output(expected)
             return Grade("passed" if ok else "failed", 1.0 if ok else 0.0, int(ok), 1,
                          "matches the printed output" if ok else "that is not what the snippet prints")
-        result = await self.pool.grade(code_job(item, content, job_id=f"answer-{answer_id}"))
-        verdict = str(result.get("verdict", "internal"))
-        if verdict == "internal":
-            raise NeedsRetry(str(result.get("message") or "runner internal error"))
+        raw = await self.pool.grade(code_job(item, content, job_id=f"answer-{answer_id}"))
+        try:
+            result = Result.from_json(raw)
+        except ProtocolError as e:  # a result we cannot read is the runner's fault, never a grade
+            raise NeedsRetry(f"the runner's result was unreadable: {e}") from None
+        if result.verdict.runner_fault:
+            raise NeedsRetry(result.message or "runner internal error")
         channel = await self.store.channels.get(rnd.channel_id)
         rules = self.rules_for(channel) if channel else ScoringRules()
         partial = rules.partial_credit and item.mode == "partial"
+        verdict = result.verdict.value
         return Grade(
             verdict=verdict,
-            fraction=attempt_fraction(verdict, result.get("passed_cases"), result.get("total_cases"),
-                                      partial=partial),
-            passed_cases=int(result.get("passed_cases") or 0), total_cases=int(result.get("total_cases") or 0),
-            message=str(result.get("message") or ""), cases=list(result.get("cases") or []),
-            error=result.get("error"), raw=result,
+            fraction=attempt_fraction(verdict, result.passed_cases, result.total_cases, partial=partial),
+            passed_cases=result.passed_cases, total_cases=result.total_cases,
+            message=result.message, cases=[c.to_json() for c in result.cases],
+            error=result.error.to_json() if result.error else None, raw=raw,
         )
 
     async def expected_output(self, rnd: Round, item: Item) -> str:

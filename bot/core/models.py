@@ -5,8 +5,8 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, time
 from typing import Any, Literal
 
-Verdict = Literal["passed", "failed", "error", "timeout", "memory", "output_limit", "invalid", "internal"]
-VERDICTS: tuple[str, ...] = ("passed", "failed", "error", "timeout", "memory", "output_limit", "invalid", "internal")
+from runner.protocol import VERDICTS, Verdict  # noqa: F401 - the one list of verdicts (torch-free)
+
 # The verdict on a result message for an answer the runner never graded (abandoned after retries,
 # or its question left the bank): not a wrong answer, so adapters do not mark it as one.
 UNGRADED = "ungraded"

@@ -11,9 +11,10 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-log = logging.getLogger(__name__)
-
 from runner.client import RunnerUnavailable  # torch-free
+from runner.protocol import Capabilities, Verdict  # torch-free
+
+log = logging.getLogger(__name__)
 
 
 class GradingClient(Protocol):
@@ -54,7 +55,7 @@ class RunnerPool:
                 slot.reachable = False
                 continue
             slot.reachable = True
-            slot.cuda = bool(health.get("cuda"))
+            slot.cuda = Capabilities.from_health(health).can_run("cuda")
 
     def needs_refresh(self) -> bool:
         """A runner that was down at start (or since) is asked again, so a GPU runner that comes
@@ -95,10 +96,10 @@ class RunnerPool:
                 last = exc
                 continue
             slot.reachable = True
-            if (need_cuda and result.get("verdict") == "internal"
-                    and "cuda" in str(result.get("message", "")).lower()):
-                slot.cuda = False  # it told us it has no device: route elsewhere from now on
-                last = RunnerUnavailable(f"{slot.name}: {result.get('message')}")
+            if result.get("verdict") == Verdict.UNSUPPORTED.value:
+                if need_cuda:
+                    slot.cuda = False  # it told us it has no device: route elsewhere from now on
+                last = RunnerUnavailable(f"{slot.name} cannot run this job: {result.get('message')}")
                 continue
             return result
         raise RunnerUnavailable(str(last) if last else "no runner answered")

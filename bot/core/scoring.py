@@ -20,8 +20,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Iterable, Sequence
 
-COUNTED_VERDICTS = frozenset({"passed", "failed", "error", "timeout", "memory", "output_limit", "invalid"})
-PARTIAL_VERDICTS = frozenset({"failed", "error"})
+from runner.protocol import PLAYER_VERDICTS, Verdict
+
+COUNTED_VERDICTS = frozenset(PLAYER_VERDICTS)
+PARTIAL_VERDICTS = frozenset(v.value for v in Verdict if v.partial)
 
 
 @dataclass(frozen=True)

@@ -204,15 +204,29 @@ async def test_an_int_too_large_for_a_float_is_a_wrong_answer(runner_client: Run
 _BOOL_PROBE = "def probe(result, args, kwargs, call):\n    return {'ok': torch.allclose(result, args[0].t())}\n"
 
 
+# A forger who writes the frame itself (after solving nothing) and exits: no check in the job
+# can stop that, so a probe whose observation is a guessable flag passes. The parent can only
+# insist on evidence a solver has (values): see test_fail_closed.py for the same forger failing
+# against a value probe.
+_FORGE_FRAME = (
+    "import os\nfrom runner.wire import Encoder\n"
+    "def solve(x):\n"
+    "    enc = Encoder(1 << 20)\n"
+    "    case = {'name': 'one', 'example': False, 'obs': enc.encode({'ok': True}), 'error': None}\n"
+    "    os.write(3, enc.frame({'status': 'ok', 'error': None, 'cases': [case], 'tampered': []}))\n"
+    "    os._exit(0)\n")
+
+
 @pytest.mark.xfail(strict=True, reason="in-process probes can be forged (documented limit)")
 @pytest.mark.parametrize("cheat", [
-    "import runner.harness as h\nh.TorchSnapshot.restore = lambda self: []\ntorch.allclose = lambda *a, **k: True\n",
+    _FORGE_FRAME,
     "from torch.overrides import TorchFunctionMode\nclass M(TorchFunctionMode):\n"
     "    def __torch_function__(self, func, types, args=(), kwargs=None):\n"
-    "        return True if func is torch.allclose else func(*args, **(kwargs or {}))\nM().__enter__()\n",
-], ids=["patch-the-harness", "function-mode"])
+    "        return True if func is torch.allclose else func(*args, **(kwargs or {}))\n"
+    "M().__enter__()\ndef solve(x):\n    return x * 0\n",
+], ids=["forge-the-frame", "function-mode"])
 async def test_a_boolean_probe_cannot_be_forged(runner_client: RunnerClient, cheat: str) -> None:
-    r = await runner_client.grade(job(cheat + "def solve(x):\n    return x * 0\n", probe=_BOOL_PROBE, setup=ONE_CASE))
+    r = await runner_client.grade(job(cheat, probe=_BOOL_PROBE, setup=ONE_CASE))
     assert r["verdict"] != "passed", r
 
 

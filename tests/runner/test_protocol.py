@@ -14,7 +14,8 @@ async def test_correct_answer_passes_every_case(runner_client: RunnerClient) -> 
     r = await runner_client.grade(job(CORRECT))
     assert r["verdict"] == "passed"
     assert (r["passed_cases"], r["total_cases"], r["score"]) == (4, 4, 1.0)
-    assert r["cases"][0] == {"index": 0, "name": "small", "example": True, "passed": True, "ran": True, "message": ""}
+    assert r["cases"][0] == {"index": 0, "name": "small", "example": True, "passed": True, "ran": True,
+                             "message": "", "evidence": "values"}
 
 
 async def test_wrong_answer_fails_with_a_message_that_hides_expected_values(runner_client: RunnerClient) -> None:
@@ -165,12 +166,13 @@ async def test_health_reports_capabilities(runner_client: RunnerClient) -> None:
     assert h["free_workers"] <= h["workers"]
 
 
-async def test_cuda_jobs_on_a_cpu_runner_are_internal(runner_client: RunnerClient) -> None:
+async def test_cuda_jobs_on_a_cpu_runner_are_unsupported(runner_client: RunnerClient) -> None:
+    """Not `internal` with a message to sniff: the bot routes on the verdict itself."""
     h = await runner_client.health()
     if h["cuda"]:
         pytest.skip("this runner has a GPU")
     r = await runner_client.grade(job(CORRECT, requires="cuda"))
-    assert r["verdict"] == "internal" and "no CUDA" in r["message"]
+    assert r["verdict"] == "unsupported" and "no CUDA" in r["message"]
 
 
 @pytest.mark.cuda

@@ -1,0 +1,289 @@
+"""The runner's contract, shared by the bank (which builds jobs), the engine and the bot.
+
+Torch-free and dependency-free: the bot imports it without torch. Jobs and results travel as
+JSON (documented in runner/README.md); these types are what each side holds in between, so a
+verdict, a case or a capability is spelled in one place. Parsing is strict where it decides a
+grade: a result the bot cannot read is a runner fault (`ProtocolError`), never a verdict.
+"""
+from __future__ import annotations
+
+import enum
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+MAX_SOURCE = 256 * 1024
+
+JobKind = Literal["code", "output"]
+Device = Literal["cpu", "cuda"]
+DEVICES: tuple[str, ...] = ("cpu", "cuda")
+
+
+def clean_text(value: Any, limit: int) -> str:
+    """Text from the sandbox made safe to print, store and send: no lone surrogates (they crash
+    UTF-8 encoders), no NUL or other control characters except newline and tab, cut to `limit`."""
+    text = str(value)[: limit * 2]
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() or c in "\n\t" else _replacement(c) for c in text)
+    return text[:limit]
+
+
+def _replacement(c: str) -> str:
+    """Separators become a space; the zero-width joiner (emoji sequences) stays; every other
+    non-printable character (controls, lone surrogates, bidi overrides) becomes U+FFFD."""
+    category = unicodedata.category(c)
+    if category in ("Zs", "Zl", "Zp"):
+        return " "
+    return c if c == "\u200d" else "\ufffd"
+
+
+class ProtocolError(ValueError):
+    """A job or a result that does not follow the contract."""
+
+
+class JobError(ProtocolError):
+    """The job JSON itself is wrong (HTTP 400): a client bug, not a verdict."""
+
+
+class Verdict(str, enum.Enum):
+    """Judge-style verdicts, in order of precedence (the first that applies wins)."""
+
+    INTERNAL = "internal"        # the runner's own fault: retried, never the player's
+    UNSUPPORTED = "unsupported"  # this runner cannot run the job (no CUDA, ...): route elsewhere
+    INVALID = "invalid"          # syntax error, entrypoint missing or not callable
+    TIMEOUT = "timeout"
+    MEMORY = "memory"
+    OUTPUT_LIMIT = "output_limit"
+    ERROR = "error"              # the code raised, or its process died
+    FAILED = "failed"            # ran, but some case's observations differ
+    PASSED = "passed"
+
+    @property
+    def runner_fault(self) -> bool:
+        """Not the player's doing: the bot retries (or routes) and never scores it."""
+        return self in (Verdict.INTERNAL, Verdict.UNSUPPORTED)
+
+    @property
+    def partial(self) -> bool:
+        """Verdicts after which some cases may still have passed (partial credit)."""
+        return self in (Verdict.ERROR, Verdict.FAILED)
+
+
+VERDICTS: tuple[str, ...] = tuple(v.value for v in Verdict)
+# What the player is judged on: every verdict except the runner's own faults.
+PLAYER_VERDICTS: tuple[str, ...] = tuple(v.value for v in Verdict if not v.runner_fault)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One grading (kind `code`) or one snippet run (kind `output`)."""
+
+    kind: JobKind = "code"
+    setup: str = ""
+    reference: str = ""
+    submission: str = ""
+    entrypoint: str = ""
+    probe: str = ""
+    snippet: str = ""
+    job_id: str = ""
+    requires: Device = "cpu"
+    seed: int = 0
+    tolerances: dict[str, float] = field(default_factory=dict)
+    limits: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "job_id": self.job_id, "requires": self.requires,
+                               "seed": self.seed}
+        if self.kind == "code":
+            out.update(setup=self.setup, reference=self.reference, submission=self.submission,
+                       entrypoint=self.entrypoint)
+            if self.probe:
+                out["probe"] = self.probe
+            if self.tolerances:
+                out["tolerances"] = dict(self.tolerances)
+        else:
+            out["snippet"] = self.snippet
+        if self.limits:
+            out["limits"] = dict(self.limits)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any) -> "Job":
+        """Validate a job's shape; `JobError` says what is wrong (the runner answers 400)."""
+        if not isinstance(data, dict):
+            raise JobError("the job must be a JSON object")
+        kind = data.get("kind", "code")
+        if kind not in ("code", "output"):
+            raise JobError("kind must be 'code' or 'output'")
+        required = ("snippet",) if kind == "output" else ("setup", "reference", "entrypoint", "submission")
+        for key in required:
+            if not isinstance(data.get(key), str):
+                raise JobError(f"{key} must be a string")
+            if len(data[key]) > MAX_SOURCE:
+                raise JobError(f"{key} is longer than {MAX_SOURCE // 1024} KiB")
+        probe = data.get("probe")
+        if probe is not None and not isinstance(probe, str):
+            raise JobError("probe must be a string")
+        if isinstance(probe, str) and len(probe) > MAX_SOURCE:
+            raise JobError(f"probe is longer than {MAX_SOURCE // 1024} KiB")
+        if kind == "code" and not data["entrypoint"].isidentifier():
+            raise JobError("entrypoint must be a Python identifier")
+        requires = data.get("requires", "cpu")
+        if requires not in DEVICES:
+            raise JobError("requires must be 'cpu' or 'cuda'")
+        limits = data.get("limits", {})
+        if not isinstance(limits, dict) or not all(
+                isinstance(k, str) and type(v) in (int, float) for k, v in limits.items()):
+            raise JobError("limits must be an object of numbers")
+        tolerances = data.get("tolerances") or {}
+        if not isinstance(tolerances, dict) or not all(
+                k in ("rtol", "atol") and type(v) in (int, float) and v >= 0 for k, v in tolerances.items()):
+            raise JobError("tolerances must be an object with numbers rtol and atol")
+        seed = data.get("seed", 0)
+        if type(seed) is not int or not 0 <= seed < 2**63:
+            raise JobError("seed must be a non-negative integer")
+        job_id = data.get("job_id", "")
+        return cls(kind=kind, setup=data.get("setup", "") if kind == "code" else "",
+                   reference=data.get("reference", "") if kind == "code" else "",
+                   submission=data.get("submission", "") if kind == "code" else "",
+                   entrypoint=data.get("entrypoint", "") if kind == "code" else "",
+                   probe=probe or "", snippet=data.get("snippet", "") if kind == "output" else "",
+                   job_id=clean_text(job_id, 200), requires=requires, seed=seed,
+                   tolerances={k: float(v) for k, v in tolerances.items()},
+                   limits={k: float(v) for k, v in limits.items()})
+
+
+@dataclass
+class ErrorInfo:
+    """What the player's code raised: type, message and a traceback of their own lines only."""
+
+    type: str
+    message: str = ""
+    traceback: str = ""
+    in_probe: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.type, "message": self.message, "traceback": self.traceback}
+        if self.in_probe:
+            out["in_probe"] = True
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any) -> "ErrorInfo | None":
+        if data is None:
+            return None
+        if not isinstance(data, dict):
+            raise ProtocolError("error must be an object")
+        return cls(type=str(data.get("type", "Error")), message=str(data.get("message", "")),
+                   traceback=str(data.get("traceback", "")), in_probe=bool(data.get("in_probe", False)))
+
+
+Evidence = Literal["values", "flags"]
+
+
+@dataclass
+class CaseResult:
+    index: int
+    name: str
+    example: bool
+    passed: bool
+    ran: bool
+    message: str = ""
+    # What the reference's observation for this case holds: "values" (a tensor's data, a float)
+    # or only "flags" (booleans, ints, strings), which a forger could guess. For the bank's checker.
+    evidence: Evidence | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"index": self.index, "name": self.name, "example": self.example,
+                               "passed": self.passed, "ran": self.ran, "message": self.message}
+        if self.evidence is not None:
+            out["evidence"] = self.evidence
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any) -> "CaseResult":
+        if not isinstance(data, dict) or type(data.get("passed")) is not bool:
+            raise ProtocolError("a case must be an object with a boolean `passed`")
+        evidence = data.get("evidence")
+        return cls(index=int(data.get("index", 0)), name=str(data.get("name", "")),
+                   example=bool(data.get("example", False)), passed=data["passed"],
+                   ran=bool(data.get("ran", True)), message=str(data.get("message", "")),
+                   evidence=evidence if evidence in ("values", "flags") else None)
+
+
+@dataclass
+class Result:
+    """A verdict and what led to it. `score` = passed_cases / total_cases (partial credit)."""
+
+    verdict: Verdict
+    message: str = ""
+    passed_cases: int = 0
+    total_cases: int = 0
+    cases: list[CaseResult] = field(default_factory=list)
+    error: ErrorInfo | None = None
+    stdout: str = ""
+    stderr: str = ""
+    output_truncated: bool = False
+    job_id: str = ""
+    timings: dict[str, float] = field(default_factory=dict)
+    runner: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def score(self) -> float:
+        return round(self.passed_cases / self.total_cases, 4) if self.total_cases else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"verdict": self.verdict.value, "job_id": self.job_id, "message": self.message,
+                "passed_cases": self.passed_cases, "total_cases": self.total_cases, "score": self.score,
+                "cases": [c.to_json() for c in self.cases],
+                "error": self.error.to_json() if self.error else None,
+                "stdout": self.stdout, "stderr": self.stderr, "output_truncated": self.output_truncated,
+                "timings": dict(self.timings), "runner": dict(self.runner)}
+
+    @classmethod
+    def from_json(cls, data: Any) -> "Result":
+        """Strict where it matters: an unknown verdict, or counts that do not add up, is a
+        `ProtocolError` (the bot retries it as a runner fault), never a grade."""
+        if not isinstance(data, dict):
+            raise ProtocolError("the result must be an object")
+        try:
+            verdict = Verdict(data.get("verdict"))
+        except ValueError:
+            raise ProtocolError(f"unknown verdict {str(data.get('verdict'))[:40]!r}") from None
+        passed, total = data.get("passed_cases", 0), data.get("total_cases", 0)
+        if type(passed) is not int or type(total) is not int or not 0 <= passed <= total:
+            raise ProtocolError("passed_cases/total_cases do not add up")
+        cases = data.get("cases") or []
+        if not isinstance(cases, list):
+            raise ProtocolError("cases must be a list")
+        parsed = [CaseResult.from_json(c) for c in cases]
+        if verdict is Verdict.PASSED and (passed != total or any(not c.passed for c in parsed)):
+            raise ProtocolError("a passed result with failing cases")
+        return cls(verdict=verdict, message=str(data.get("message") or ""), passed_cases=passed,
+                   total_cases=total, cases=parsed, error=ErrorInfo.from_json(data.get("error")),
+                   stdout=str(data.get("stdout") or ""), stderr=str(data.get("stderr") or ""),
+                   output_truncated=bool(data.get("output_truncated", False)),
+                   job_id=str(data.get("job_id") or ""),
+                   timings=dict(data.get("timings") or {}), runner=dict(data.get("runner") or {}))
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What one runner can grade, from its `/v1/health`."""
+
+    torch: str | None = None
+    cuda: dict[str, Any] | None = None
+    sandbox: tuple[str, ...] = ()
+
+    @property
+    def devices(self) -> frozenset[str]:
+        return frozenset({"cpu", "cuda"} if self.cuda else {"cpu"})
+
+    def can_run(self, requires: str) -> bool:
+        return requires in self.devices
+
+    @classmethod
+    def from_health(cls, health: dict[str, Any]) -> "Capabilities":
+        cuda = health.get("cuda")
+        return cls(torch=health.get("torch"), cuda=cuda if isinstance(cuda, dict) and cuda else None,
+                   sandbox=tuple(str(s) for s in health.get("sandbox") or ()))

@@ -1,0 +1,298 @@
+"""Watching one sandboxed process from the outside: its pid, clock, output, memory and CPU.
+
+The supervisor is the trusted half of a job's life: it never reads what the job says about
+itself except its frame and progress marks, and it reads the job's exit status and own elapsed
+time from the zygote's forked supervisor (which runs no player code). What it records in
+`RawRun` is everything `judge` needs to decide a verdict from the outside.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+from dataclasses import dataclass
+from typing import Any
+
+from .cgroups import JobGroup
+from .config import Limits
+from .wire import WireError, split_progress
+
+log = logging.getLogger("runner")
+
+
+@dataclass
+@dataclass
+class RawRun:
+    """What the engine saw of one sandboxed process, from the outside."""
+
+    frame: bytes | None = None
+    stdout: bytes = b""
+    stderr: bytes = b""
+    output_bytes: int = 0
+    status: int | None = None
+    cpu_s: float = 0.0
+    timed_out: bool = False
+    cpu_exceeded: bool = False  # the whole process tree, seen from the outside
+    output_exceeded: bool = False
+    result_exceeded: bool = False
+    memory_exceeded: bool = False
+    fatal: str = ""
+    wall_ms: float = 0.0
+    cpu_limit: float = 0.0
+    wall_limit: float = 0.0
+    elapsed_s: float = 0.0  # the job's own elapsed time, from its fork to its reaping
+    running_case: int | None = None  # the last case the job started, from its progress marks
+    queue_ms: float = 0.0
+
+    @property
+    def signal(self) -> int | None:
+        if self.status is not None and os.WIFSIGNALED(self.status):
+            return os.WTERMSIG(self.status)
+        return None
+
+
+
+class Supervisor:
+    """Watches one sandboxed process from the outside: pid, time, output, memory."""
+
+    def __init__(self, raw: RawRun, fds: list[int], go_fd: int, group: JobGroup | None, limits: Limits,
+                 max_result: int) -> None:
+        self.raw, self.limits = raw, limits
+        self.go_fd: int | None = go_fd
+        self.group = group
+        self.ctl, self.res, self.out, self.err = fds
+        self.max_result = max_result + (1 << 20)
+        self.max_output = int(limits.output_kb) << 10
+        self.pidfd: int | None = None
+        self.pid: int | None = None
+        self.done = asyncio.Event()
+        self.loop = asyncio.get_running_loop()
+        self.bufs: dict[int, bytearray] = {self.res: bytearray(), self.out: bytearray(), self.err: bytearray()}
+        self.ctl_buf = bytearray()
+        self.open_fds = {self.ctl, self.res, self.out, self.err}
+
+    def kill(self) -> None:
+        if self.pidfd is not None:
+            try:
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+                # The job leads its own process group: in a sandbox its PID namespace dies with
+                # it anyway; unsandboxed (local play) this still takes its ordinary children along.
+                os.killpg(self.pid, signal.SIGKILL)  # type: ignore[arg-type]
+            except OSError:
+                pass
+
+    def _close(self, fd: int) -> None:
+        if fd in self.open_fds:
+            self.loop.remove_reader(fd)
+            os.close(fd)
+            self.open_fds.discard(fd)
+
+    def _on_data(self, fd: int) -> None:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self._close(fd)
+            if fd == self.ctl:
+                self.done.set()
+            return
+        if fd == self.ctl:
+            self.ctl_buf += chunk
+            while b"\n" in self.ctl_buf:
+                line, _, rest = bytes(self.ctl_buf).partition(b"\n")
+                self.ctl_buf = bytearray(rest)
+                self._on_ctl(json.loads(line))
+            return
+        raw = self.raw
+        if fd == self.res:
+            buf = self.bufs[fd]
+            if len(buf) + len(chunk) > self.max_result:
+                raw.result_exceeded = True
+                self.kill()
+                self._close(fd)
+                return
+            buf += chunk
+            return
+        raw.output_bytes += len(chunk)
+        buf = self.bufs[fd]
+        room = max(0, self.max_output - len(buf))
+        buf += chunk[:room]
+        if raw.output_bytes > self.max_output:
+            raw.output_exceeded = True
+            self.kill()
+            self._close(fd)
+
+    def _drain_ctl(self) -> None:
+        """Read whatever the control channel holds now (a status that arrived while we were busy)."""
+        for _ in range(64):
+            if self.ctl not in self.open_fds or self.done.is_set():
+                return
+            seen = len(self.ctl_buf), self.pid, self.raw.status
+            self._on_data(self.ctl)
+            if (len(self.ctl_buf), self.pid, self.raw.status) == seen and self.ctl in self.open_fds:
+                return  # nothing more to read now
+
+    def _on_ctl(self, msg: dict[str, Any]) -> None:
+        if "pid" in msg:
+            self.pid = int(msg["pid"])
+            try:
+                self.pidfd = os.pidfd_open(self.pid)
+            except OSError:
+                self.pidfd = None
+            try:
+                if self.group is not None:
+                    self.group.add(self.pid)
+            except OSError as e:
+                log.warning("could not move job %s into its cgroup: %s", self.pid, e)
+            self._release_go(b"G")
+        elif "status" in msg:
+            self.raw.status = int(msg["status"])
+            self.raw.cpu_s = float(msg.get("cpu_s", 0.0))
+            self.raw.elapsed_s = float(msg.get("elapsed_s", 0.0))
+            self.done.set()
+        elif "fatal" in msg:
+            self.raw.fatal = f"sandbox setup failed: {msg['fatal']}"
+            self.done.set()
+
+    def _release_go(self, byte: bytes) -> None:
+        if self.go_fd is not None:
+            try:
+                os.write(self.go_fd, byte)
+            except OSError:
+                pass
+            os.close(self.go_fd)
+            self.go_fd = None
+
+    def _tree_usage(self) -> tuple[int, float]:
+        """Resident memory (covers CUDA jobs, which have no RLIMIT_AS) and CPU seconds of the job's
+        whole process tree. RLIMIT_CPU is per process: each child would get the full limit again."""
+        if self.pid is None:
+            return 0, 0.0
+        total, ticks, stack, seen = 0, 0, [self.pid], set()
+        page = os.sysconf("SC_PAGE_SIZE")
+        while stack and len(seen) < 512:
+            pid = stack.pop()
+            if pid in seen:
+                continue
+            seen.add(pid)
+            try:
+                with open(f"/proc/{pid}/statm") as f:
+                    total += int(f.read().split()[1]) * page
+                with open(f"/proc/{pid}/stat") as f:  # utime, stime, and those of reaped children
+                    ticks += sum(int(v) for v in f.read().rpartition(")")[2].split()[11:15])
+                for task in os.listdir(f"/proc/{pid}/task"):
+                    with open(f"/proc/{pid}/task/{task}/children") as f:
+                        stack.extend(int(c) for c in f.read().split())
+            except (OSError, ValueError):
+                continue
+        return total, ticks / os.sysconf("SC_CLK_TCK")
+
+    async def run(self) -> None:
+        for fd in list(self.open_fds):
+            self.loop.add_reader(fd, self._on_data, fd)
+        wall = float(self.limits.wall_s)
+        # Until the job exists, waiting is the runner's doing: a supervisor that never forks it is
+        # a runner fault, not the player's time.
+        start_by = self.loop.time() + wall + 30
+        deadline: float | None = None
+        # Baseline RSS of a forked worker is shared with the zygote; count what the job adds.
+        mem_limit = (int(self.limits.memory_mb) << 20)
+        baseline: int | None = None
+        last_tick = self.loop.time()
+        try:
+            while not self.done.is_set():
+                now = self.loop.time()
+                if now - last_tick > 0.5 and deadline is not None:
+                    # Our event loop was held up: the job may have waited on us (a full result
+                    # pipe) meanwhile. It does not pay for our delay.
+                    deadline += now - last_tick
+                last_tick = now
+                if deadline is None and self.pid is not None:
+                    deadline = now + wall
+                if deadline is None and now > start_by:
+                    self.raw.fatal = "the sandbox did not start the job"
+                    break
+                remaining = (deadline if deadline is not None else start_by) - now
+                if remaining <= 0:
+                    self._drain_ctl()  # it may have finished while we were busy
+                    if self.done.is_set():
+                        break
+                    self.raw.timed_out = True
+                    self.kill()
+                    break
+                try:
+                    await asyncio.wait_for(self.done.wait(), timeout=min(0.1, remaining))
+                except asyncio.TimeoutError:
+                    pass
+                if self.group is not None and self.group.hit_memory_limit():
+                    self.raw.memory_exceeded = True  # the kernel killed one of the job's processes
+                    self.kill()
+                elif self.pid is not None and not self.done.is_set():
+                    rss, cpu = self._tree_usage()
+                    if cpu > self.raw.cpu_limit:
+                        self.raw.cpu_exceeded = True
+                        self.kill()
+                    elif baseline is None:
+                        baseline = rss
+                    elif rss - baseline > mem_limit:
+                        self.raw.memory_exceeded = True
+                        self.kill()
+            if self.raw.timed_out:
+                try:
+                    await asyncio.wait_for(self.done.wait(), timeout=5)
+                except asyncio.TimeoutError:
+                    self.raw.fatal = "the job could not be stopped"
+            # The job's PID namespace is gone once PID 1 exits, so the pipes reach EOF promptly.
+            end = self.loop.time() + 2
+            while self.open_fds - {self.ctl} and self.loop.time() < end:
+                await asyncio.sleep(0.005)
+        finally:
+            self._release_go(b"")
+            for fd in list(self.open_fds):
+                self._close(fd)
+            if self.pidfd is not None:
+                os.close(self.pidfd)
+            if self.group is not None:
+                if self.group.hit_memory_limit():
+                    self.raw.memory_exceeded = True
+                self.group.remove()
+        if self.raw.status is None and not self.raw.fatal:
+            # The control channel closed without the job's status: the zygote or the supervisor
+            # died (a runner restart, a crash). Whatever the job did, that is not its verdict.
+            self.raw.fatal = "the sandbox's worker died before the job's status was known"
+        raw = self.raw
+        try:
+            raw.running_case, raw.frame = split_progress(bytes(self.bufs[self.res]))
+        except WireError:  # forged marks: left whole, so the frame fails to decode (the player's error)
+            raw.running_case, raw.frame = None, bytes(self.bufs[self.res])
+        raw.stdout = bytes(self.bufs[self.out])
+        raw.stderr = bytes(self.bufs[self.err])
+
+
+async def _feed_pipe(fd: int, data: bytes) -> None:
+    """Write `data` into a pipe without blocking the loop, then close it."""
+    loop = asyncio.get_running_loop()
+    view = memoryview(data)
+    os.set_blocking(fd, False)
+    try:
+        while view:
+            try:
+                view = view[os.write(fd, view):]
+            except BlockingIOError:
+                ready = loop.create_future()
+                loop.add_writer(fd, lambda: ready.done() or ready.set_result(None))
+                try:
+                    await ready
+                finally:
+                    loop.remove_writer(fd)
+    except OSError:
+        pass  # the supervisor died before reading it; the ctl channel says what happened
+    finally:
+        os.close(fd)
+
+
