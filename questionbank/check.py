@@ -196,7 +196,7 @@ def _describe_result(result: dict[str, Any]) -> str:
 
 
 def _no_cuda(result: dict[str, Any]) -> bool:
-    return result.get("verdict") == "internal" and "cuda" in str(result.get("message", "")).lower()
+    return result.get("verdict") == "unsupported"
 
 
 class Checker:
