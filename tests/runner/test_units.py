@@ -1,6 +1,7 @@
 """The trusted pieces on their own: wire decoding of hostile frames, comparison, config, start-up checks."""
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import os
@@ -140,11 +141,26 @@ async def test_without_cgroups_the_rss_watchdog_catches_memory_spread_over_child
         assert (await engine.grade(job(CORRECT)))["verdict"] == "passed"
 
 
+def _deepest_chain(root: int) -> list[int]:
+    """The longest parent-to-child chain of processes under `root` (root first)."""
+    best = [root]
+    try:
+        kids = [int(c) for t in os.listdir(f"/proc/{root}/task")
+                for c in open(f"/proc/{root}/task/{t}/children").read().split()]
+    except OSError:
+        return best
+    for kid in kids:
+        chain = [root] + _deepest_chain(kid)
+        if len(chain) > len(best):
+            best = chain
+    return best
+
+
 async def test_a_killed_warm_worker_is_replaced_and_grading_goes_on() -> None:
     import signal as sig
 
     from runner.engine import Engine
-    from tests.runner.jobs import CORRECT, job
+    from tests.runner.jobs import CORRECT, hostile, job
 
     async with Engine() as engine:
         assert (await engine.grade(job(CORRECT)))["verdict"] == "passed"
@@ -155,6 +171,25 @@ async def test_a_killed_warm_worker_is_replaced_and_grading_goes_on() -> None:
         assert r["verdict"] in ("passed", "internal")  # a job racing the crash is the runner's fault
         assert (await engine.grade(job(CORRECT)))["verdict"] == "passed"
         assert engine.metrics["zygote_restarts"] == 1
+
+        # A job whose supervisor dies (a runner crash, an OOM kill of the runner's side) is the
+        # runner's fault: `internal` (the bot retries it), never an `error` that costs points.
+        slow = hostile("time.sleep(3)", setup="def make_cases():\n    return [{'args': (torch.randn(3, 4),)}]\n",
+                       limits={"wall_s": 10})
+        flight = asyncio.ensure_future(engine.grade(slow))
+        supervisor = None
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            chain = _deepest_chain(engine.zygote.proc.pid)
+            if len(chain) >= 3 and engine.busy == 2:
+                supervisor = chain[-2]  # the job's parent
+                await asyncio.sleep(0.3)
+                break
+        assert supervisor is not None
+        os.kill(supervisor, sig.SIGKILL)
+        r = await flight
+        assert r["verdict"] == "internal", r
+        assert (await engine.grade(job(CORRECT)))["verdict"] == "passed"
 
 
 async def test_a_full_queue_answers_503_with_retry_after(tmp_path: Path) -> None:
