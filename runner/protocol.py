@@ -174,8 +174,8 @@ class ErrorInfo:
             return None
         if not isinstance(data, dict):
             raise ProtocolError("error must be an object")
-        return cls(type=str(data.get("type", "Error")), message=str(data.get("message", "")),
-                   traceback=str(data.get("traceback", "")), in_probe=bool(data.get("in_probe", False)))
+        return cls(type=clean_text(data.get("type", "Error"), 100), message=clean_text(data.get("message", ""), 500),
+                   traceback=clean_text(data.get("traceback", ""), 2000), in_probe=bool(data.get("in_probe", False)))
 
 
 Evidence = Literal["values", "flags"]
@@ -205,9 +205,9 @@ class CaseResult:
         if not isinstance(data, dict) or type(data.get("passed")) is not bool:
             raise ProtocolError("a case must be an object with a boolean `passed`")
         evidence = data.get("evidence")
-        return cls(index=int(data.get("index", 0)), name=str(data.get("name", "")),
+        return cls(index=int(data.get("index", 0)), name=clean_text(data.get("name", ""), 100),
                    example=bool(data.get("example", False)), passed=data["passed"],
-                   ran=bool(data.get("ran", True)), message=str(data.get("message", "")),
+                   ran=bool(data.get("ran", True)), message=clean_text(data.get("message", ""), 300),
                    evidence=evidence if evidence in ("values", "flags") else None)
 
 
@@ -259,11 +259,14 @@ class Result:
         parsed = [CaseResult.from_json(c) for c in cases]
         if verdict is Verdict.PASSED and (passed != total or any(not c.passed for c in parsed)):
             raise ProtocolError("a passed result with failing cases")
-        return cls(verdict=verdict, message=str(data.get("message") or ""), passed_cases=passed,
+        # Strings are cleaned again on this side: a runner of another version must not be able to
+        # make a result unstorable (a lone surrogate) or unprintable.
+        stdout = data.get("stdout") or ""
+        return cls(verdict=verdict, message=clean_text(data.get("message") or "", 2000), passed_cases=passed,
                    total_cases=total, cases=parsed, error=ErrorInfo.from_json(data.get("error")),
-                   stdout=str(data.get("stdout") or ""), stderr=str(data.get("stderr") or ""),
+                   stdout=clean_text(stdout, len(str(stdout)) + 1), stderr=clean_text(data.get("stderr") or "", 8192),
                    output_truncated=bool(data.get("output_truncated", False)),
-                   job_id=str(data.get("job_id") or ""),
+                   job_id=clean_text(data.get("job_id") or "", 200),
                    timings=dict(data.get("timings") or {}), runner=dict(data.get("runner") or {}))
 
 

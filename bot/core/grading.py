@@ -76,13 +76,34 @@ class Grader:
             outcomes = [p for p in prepared if isinstance(p, GradeOutcome)]
             ready = [p for p in prepared if not isinstance(p, GradeOutcome)]
             if ready:
-                outcomes += await self.record_many(ready)
+                outcomes += await self._record_isolated(ready)
             done += sum(1 for o in outcomes if o.state in ("graded", "abandoned"))
             if any(o.state == "unavailable" for o in outcomes):
                 # the runner is down: wait longer next time, leave the rest for after the backoff
                 self._backoff = min(self.settings.retry_max_s, self._backoff * 2)
                 break
         return done
+
+    async def _record_isolated(self, ready: list[tuple[Answer, Round, Grade]]) -> list[GradeOutcome]:
+        """Record a batch; if the batch cannot be stored, record its answers one by one, so one
+        answer that cannot be stored never keeps the others in `grading`."""
+        try:
+            return await self.record_many(ready)
+        except Exception:  # noqa: BLE001 - isolate below
+            log.exception("storing a batch of %d grades failed; storing them one by one", len(ready))
+        outcomes: list[GradeOutcome] = []
+        for entry in ready:
+            try:
+                outcomes += await self.record_many([entry])
+            except Exception as exc:  # noqa: BLE001 - this answer alone is given up
+                log.exception("storing the grade of answer %s failed", entry[0].id)
+                try:
+                    outcomes.append(await self._abandon(
+                        entry[0].id, f"its result could not be stored ({type(exc).__name__})"))
+                except Exception:  # noqa: BLE001 - storage is down: it is re-queued at restart
+                    log.exception("giving up answer %s failed too", entry[0].id)
+                    outcomes.append(GradeOutcome(entry[0].id, "queued"))
+        return outcomes
 
     async def _guarded(self, answer_id: int) -> "GradeOutcome | tuple[Answer, Round, Grade]":
         async with self._sem:
@@ -186,7 +207,7 @@ class Grader:
             fraction=attempt_fraction(verdict, result.passed_cases, result.total_cases, partial=partial),
             passed_cases=result.passed_cases, total_cases=result.total_cases,
             message=result.message, cases=[c.to_json() for c in result.cases],
-            error=result.error.to_json() if result.error else None, raw=raw,
+            error=result.error.to_json() if result.error else None, raw=result.to_json(),
         )
 
     async def expected_output(self, rnd: Round, item: Item) -> str:

@@ -270,3 +270,54 @@ async def test_choice_items_graded_in_core(make):
     await h.answer(BOB, "A")
     await h.svc.settle()
     assert await h.points(CAROL) == 15 and await h.points(BOB) == 23
+
+
+async def test_unclean_text_from_a_runner_never_stops_a_batch(make):
+    """A runner (of any version) that sends a lone surrogate or control characters: the answer is
+    graded with the text cleaned, and the other answers of the batch are graded too."""
+    def respond(job):
+        if "DIRTY" in job["submission"]:
+            return {"verdict": "error", "passed_cases": 0, "total_cases": 3, "message": "ValueError: \ud800\x00",
+                    "cases": [{"index": 0, "name": "c\ud800", "passed": False, "message": "raised \x1b[2J"}],
+                    "error": {"type": "ValueError", "message": "bad \ud800", "traceback": "  line 1"},
+                    "stdout": "\ud800", "stderr": ""}
+        return verdict_for(job["submission"])
+
+    h = await make(runner=FakeRunner(respond=respond))
+    await h.cmd(MOD, "enable")
+    await h.cmd(MOD, "post c1-1")
+    await h.answer(ALICE, PASS)
+    await h.answer(BOB, "DIRTY = 1")
+    await h.answer(CAROL, PASS)
+    await h.svc.settle()
+    states = await h.svc.db.fetchall("SELECT state, verdict, message FROM answers ORDER BY id")
+    assert [(s[0], s[1]) for s in states] == [("graded", "passed"), ("graded", "error"), ("graded", "passed")]
+    assert "\ud800" not in states[1][2] and "\x00" not in states[1][2]
+    assert await h.points(ALICE) > 0 and await h.points(CAROL) > 0
+    assert len(h.kinds("result")) == 3
+
+
+async def test_an_answer_whose_grade_cannot_be_stored_is_given_up_alone(make, monkeypatch):
+    """A storage fault on one answer's row (simulated) gives that answer up with a message; the
+    rest of its batch is graded and scored."""
+    h = await make()
+    await h.cmd(MOD, "enable")
+    await h.cmd(MOD, "post c1-1")
+    for actor in (ALICE, BOB, CAROL):
+        await h.answer(actor, PASS)
+    bob_answer = 2
+    original = h.svc.store.answers.finish_params
+
+    def finish_params(answer_id, **kw):
+        if answer_id == bob_answer and kw.get("state") == "graded":
+            raise OSError("simulated: the row cannot be written")
+        return original(answer_id, **kw)
+
+    monkeypatch.setattr(h.svc.store.answers, "finish_params", finish_params)
+    await h.svc.settle()
+    states = await h.svc.db.fetchall("SELECT id, state FROM answers ORDER BY id")
+    assert [tuple(s) for s in states] == [(1, "graded"), (2, "abandoned"), (3, "graded")]
+    assert await h.points(ALICE) > 0 and await h.points(CAROL) > 0
+    assert await h.points(BOB) == 0
+    results = h.kinds("result")
+    assert any("could not be stored" in m.text for m in results), [m.text for m in results]
