@@ -1,7 +1,12 @@
 """Runner latency and throughput, warm (zygote) vs cold (a fresh sandboxed interpreter per job).
 
 Prints figures; the last line is
-`runner: warm_p50_ms=… cold_p50_ms=… speedup=… throughput_per_s=…`.
+`runner: warm_p50_ms=… cold_p50_ms=… speedup=… throughput_per_s=… parent_peak_mb=…`.
+
+The hostile phase sends frames built to stall or bloat the trusted parent (a header at its size
+cap, a huge case list, a blob table reused by many tensors) alongside correct answers, and
+reports the parent's peak resident memory, how long the service took to answer a health check
+meanwhile, and what the innocent answers got.
 Run: .venv/bin/python bench/runner.py [--warm N] [--cold N] [--seconds S] [--clients C]
 """
 from __future__ import annotations
@@ -77,6 +82,74 @@ async def throughput(client, seconds: float, clients: int) -> float:
     return done / (time.perf_counter() - t)
 
 
+def _frame_writer(header: str, blobs: str = "b''") -> str:
+    return ("import os, json, struct\ndef solve(w, x):\n"
+            f"    header = {header}\n    blobs = {blobs}\n"
+            "    text = json.dumps(header).encode()\n"
+            "    os.write(3, b'QZW1' + struct.pack('<I', len(text)) + text + blobs)\n    os._exit(0)\n")
+
+
+_HEAD = "{'status': 'ok', 'error': None, 'tampered': [], "
+FLOODS = {
+    "870k cases": _frame_writer(_HEAD + "'blobs': [], 'cases': [{}] * 870_000}"),
+    "header near its cap": _frame_writer(_HEAD + "'blobs': [], 'cases': [{'name': 'x', 'example': False, 'error': None,"
+                                         " 'obs': {'t': 'list', 'v': [{'t': 'none'}] * 100_000}}] * 5}"),
+    "16 MiB blob x 60 tensors": _frame_writer(
+        _HEAD + "'blobs': [[0, 16 << 20]], 'cases': [{'name': 'x', 'example': False, 'error': None, 'obs': "
+        "{'t': 'list', 'v': [{'t': 'tensor', 'kind': 'Tensor', 'dtype': 'float32', 'shape': [4 << 20],"
+        " 'device': 'cpu', 'requires_grad': False, 'layout': 'strided', 'blob': 0}] * 60}}] * 5}",
+        "bytes(16 << 20)"),
+}
+
+
+def _peak_rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def hostile(client, pid: int, rounds: int = 3) -> float:
+    """Floods beside correct answers; returns the parent's peak RSS (MiB) afterwards."""
+    before = _peak_rss_mb(pid)
+    stalls: list[float] = []
+    done = asyncio.Event()
+
+    async def watch() -> None:
+        while not done.is_set():
+            t = time.perf_counter()
+            await client.health()
+            stalls.append((time.perf_counter() - t) * 1000)
+            await asyncio.sleep(0.05)
+
+    watcher = asyncio.ensure_future(watch())
+    victims: list[tuple[str, float]] = []
+
+    async def victim() -> None:
+        t = time.perf_counter()
+        r = await client.grade(JOB)
+        victims.append((r["verdict"], (time.perf_counter() - t) * 1000))
+
+    verdicts: dict[str, set[str]] = {name: set() for name in FLOODS}
+
+    async def flood(name: str, code: str) -> None:
+        r = await client.grade(dict(JOB, submission=code))
+        verdicts[name].add(r["verdict"])
+
+    for _ in range(rounds):
+        await asyncio.gather(*(flood(n, c) for n, c in FLOODS.items()), *(victim() for _ in range(3)))
+    done.set()
+    await watcher
+    peak = _peak_rss_mb(pid)
+    print(f"hostile: floods {', '.join(f'{n}: {sorted(v)}' for n, v in verdicts.items())}")
+    ok = sum(v == "passed" for v, _ in victims)
+    print(f"hostile: innocent answers passed {ok}/{len(victims)}, their p50={pct([t for _, t in victims], .5):.0f} ms;"
+          f" health check during floods p50={pct(stalls, .5):.1f} ms max={max(stalls):.0f} ms")
+    print(f"hostile: parent peak RSS {before:.0f} MiB before, {peak:.0f} MiB after")
+    return peak
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--warm", type=int, default=50)
@@ -84,7 +157,8 @@ async def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--clients", type=int, default=8)
     args = ap.parse_args()
-    async with EmbeddedRunner() as client:
+    embedded = EmbeddedRunner()
+    async with embedded as client:
         health = await client.health()
         print(f"torch {health['torch']}, cuda {health['cuda']}, workers {health['workers']}, "
               f"sandbox {'+'.join(health['sandbox'])}")
@@ -94,6 +168,8 @@ async def main() -> None:
         print(f"warm, a job that builds an optimizer: n={len(o)} p50={pct(o, .5):.1f} ms")
         tp = await throughput(client, args.seconds, args.clients)
         print(f"throughput: {tp:.1f} gradings/s with {args.clients} concurrent clients")
+        assert embedded.proc is not None
+        peak = await hostile(client, embedded.proc.pid)
     with tempfile.TemporaryDirectory() as tmp:
         cfg = Path(tmp) / "cold.yaml"
         cfg.write_text("cold_start: true\n")
@@ -102,7 +178,7 @@ async def main() -> None:
     print(f"cold (fresh sandboxed interpreter per job): n={len(c)} p50={statistics.median(c):.0f} ms")
     speedup = statistics.median(c) / pct(w, .5)
     print(f"runner: warm_p50_ms={pct(w, .5):.1f} cold_p50_ms={statistics.median(c):.0f} "
-          f"speedup={speedup:.0f}x throughput_per_s={tp:.1f}")
+          f"speedup={speedup:.0f}x throughput_per_s={tp:.1f} parent_peak_mb={peak:.0f}")
 
 
 if __name__ == "__main__":
