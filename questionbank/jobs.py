@@ -7,36 +7,30 @@ from __future__ import annotations
 
 from typing import Any
 
+from runner.protocol import Job  # torch-free: the one definition of a job
+
 from .model import Item
 
 
-def _base(item: Item, kind: str, job_id: str) -> dict[str, Any]:
-    """What every job of an item carries: kind, id, device, seed and the item's limits."""
+def _check_kind(item: Item, kind: str) -> None:
     if item.kind != kind:
         raise ValueError(f"{item.id} is a {item.kind} item, not a {kind} item")
-    job: dict[str, Any] = {"kind": kind, "job_id": job_id or item.id, "requires": item.requires, "seed": 0}
-    if item.limits:
-        job["limits"] = dict(item.limits)
-    return job
 
 
 def code_job(item: Item, submission: str | None = None, *, job_id: str = "") -> dict[str, Any]:
     """A grading job for a `code` item; with no submission the reference grades itself."""
-    job = _base(item, "code", job_id)
-    job.update(setup=item.setup, reference=item.reference, entrypoint=item.entrypoint,
-               submission=item.reference if submission is None else submission)
-    if item.probe:
-        job["probe"] = item.probe
-    if item.tolerances:
-        job["tolerances"] = dict(item.tolerances)
-    return job
+    _check_kind(item, "code")
+    return Job(kind="code", job_id=job_id or item.id, requires=item.requires, seed=0,
+               setup=item.setup, reference=item.reference, entrypoint=item.entrypoint,
+               submission=item.reference if submission is None else submission, probe=item.probe or "",
+               tolerances=dict(item.tolerances or {}), limits=dict(item.limits or {})).to_json()
 
 
 def output_job(item: Item, *, job_id: str = "") -> dict[str, Any]:
     """A job that runs an `output` item's snippet so its expected stdout comes from real torch."""
-    job = _base(item, "output", job_id)
-    job["snippet"] = item.snippet
-    return job
+    _check_kind(item, "output")
+    return Job(kind="output", job_id=job_id or item.id, requires=item.requires, seed=0,
+               snippet=item.snippet, limits=dict(item.limits or {})).to_json()
 
 
 def normalise_output(text: str) -> str:

@@ -255,7 +255,9 @@ class Engine:
             os.close(fd)
         feed = asyncio.ensure_future(_feed_pipe(pay_w, data))
         try:
-            group = self.cgroups.create(int(limits.memory_mb) << 20, int(limits.processes)) if self.cgroups else None
+            group = (self.cgroups.create(int(limits.memory_mb) << 20, int(limits.processes),
+                                         cpu_share=float(self.config.threads_per_job))
+                     if self.cgroups else None)
             await Supervisor(raw, read_ends, go_w, group, limits, self.config.max_observation_mb << 20).run()
         finally:
             feed.cancel()  # a no-op once it is written; else it closes the pipe
@@ -276,7 +278,8 @@ class Engine:
             result = Result(Verdict.UNSUPPORTED, "no CUDA device on this runner")
         elif job.kind == "output":
             raw = await self._run({"kind": "output", "role": "snippet", "code": job.snippet,
-                                   "seed": job.seed, "requires": job.requires}, limits)
+                                   "seed": job.seed, "requires": job.requires,
+                                   "allow_exec": job.allow_exec}, limits)
             result = await self._off_loop(judge.judge_output, raw)
             result.timings = {"queue_ms": round(raw.queue_ms, 1), "run_ms": round(raw.wall_ms, 1)}
         else:
@@ -301,7 +304,8 @@ class Engine:
     async def _reference(self, job: Job, limits: Limits) -> tuple[Judged | None, str]:
         """Reference observations, cached by the hash of the trusted parts of the job."""
         key = hashlib.sha256(json.dumps(
-            [job.setup, job.reference, job.probe, job.entrypoint, job.seed, job.requires]).encode()).hexdigest()
+            [job.setup, job.reference, job.probe, job.entrypoint, job.seed, job.requires,
+             job.allow_exec]).encode()).hexdigest()
         if key in self.ref_cache:
             self.ref_cache.move_to_end(key)
             self.metrics["reference_cache_hits"] += 1
@@ -373,4 +377,5 @@ def _decode_reference(raw: RawRun) -> tuple[Judged | None, str]:
 
 def _code_payload(job: Job, role: str, code: str) -> dict[str, Any]:
     return {"kind": "code", "role": role, "code": code, "setup": job.setup, "probe": job.probe,
-            "entrypoint": job.entrypoint, "seed": job.seed, "requires": job.requires}
+            "entrypoint": job.entrypoint, "seed": job.seed, "requires": job.requires,
+            "allow_exec": job.allow_exec}

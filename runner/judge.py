@@ -241,6 +241,8 @@ def judge_submission(ref: Judged, raw: RawRun, *, rtol: float, atol: float) -> R
     event loop, and every step is bounded by the frame's size."""
     n = len(ref.cases)
     try:
+        if raw.marks > n + 1:
+            raise WireError("more progress marks than cases")
         sub = decode_frame(raw.frame, expected_cases=n)
     except WireError:
         sub = None

@@ -90,6 +90,9 @@ class Job:
     seed: int = 0
     tolerances: dict[str, float] = field(default_factory=dict)
     limits: dict[str, float] = field(default_factory=dict)
+    # The job may execve (a compiler for torch.compile's inductor): off unless the item needs it,
+    # since an exec'd process is dumpable again. Set by the item, never by the player.
+    allow_exec: bool = False
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "job_id": self.job_id, "requires": self.requires,
@@ -105,6 +108,8 @@ class Job:
             out["snippet"] = self.snippet
         if self.limits:
             out["limits"] = dict(self.limits)
+        if self.allow_exec:
+            out["allow_exec"] = True
         return out
 
     @classmethod
@@ -143,6 +148,9 @@ class Job:
         if type(seed) is not int or not 0 <= seed < 2**63:
             raise JobError("seed must be a non-negative integer")
         job_id = data.get("job_id", "")
+        allow_exec = data.get("allow_exec", False)
+        if type(allow_exec) is not bool:
+            raise JobError("allow_exec must be a boolean")
         return cls(kind=kind, setup=data.get("setup", "") if kind == "code" else "",
                    reference=data.get("reference", "") if kind == "code" else "",
                    submission=data.get("submission", "") if kind == "code" else "",
@@ -150,7 +158,7 @@ class Job:
                    probe=probe or "", snippet=data.get("snippet", "") if kind == "output" else "",
                    job_id=clean_text(job_id, 200), requires=requires, seed=seed,
                    tolerances={k: float(v) for k, v in tolerances.items()},
-                   limits={k: float(v) for k, v in limits.items()})
+                   limits={k: float(v) for k, v in limits.items()}, allow_exec=allow_exec)
 
 
 @dataclass

@@ -252,10 +252,17 @@ def set_limits(*, cpu_s: int, memory_bytes: int | None, processes: int, open_fil
     lim(resource.RLIMIT_CORE, 0)
     lim(resource.RLIMIT_MEMLOCK, 0)
     lim(resource.RLIMIT_MSGQUEUE, 0)
+    lim(resource.RLIMIT_RTPRIO, 0)  # no real-time scheduling, which would starve other jobs
+    lim(resource.RLIMIT_NICE, 0)  # no raising its priority above the default
 
 
-def lock_down() -> None:
-    """Last step before untrusted code: no capabilities, no new privileges, seccomp."""
+def lock_down(*, allow_exec: bool = False) -> None:
+    """Last step before untrusted code: no capabilities, no new privileges, seccomp.
+
+    `allow_exec` lets the job execve (a job that runs a compiler, as torch.compile's inductor
+    does on CPU); otherwise execve/execveat fail with EPERM. An exec'd process is dumpable again
+    (the kernel resets the flag on exec); see runner/README.md for what that does and does not
+    expose."""
     prctl(PR_SET_DUMPABLE, 0)
     for cap in range(64):
         if _libc.prctl(PR_CAPBSET_DROP, ctypes.c_ulong(cap), 0, 0, 0) != 0:
@@ -266,7 +273,7 @@ def lock_down() -> None:
     hbuf, dbuf = ctypes.create_string_buffer(header), ctypes.create_string_buffer(data)
     _check(_libc.capset(hbuf, dbuf), "capset")
     prctl(PR_SET_NO_NEW_PRIVS, 1)
-    install_seccomp()
+    install_seccomp(allow_exec=allow_exec)
 
 
 # ---------------------------------------------------------------- seccomp
@@ -284,13 +291,25 @@ DENIED_SYSCALLS_X86_64 = {
     "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "open_tree": 428,
     "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
     "pidfd_getfd": 438, "mount_setattr": 442,
+    # the LDT: a kernel attack surface no Python or torch code needs
+    "modify_ldt": 154,
+    # file watches see every open and read of the shared read-only files (/usr, the interpreter):
+    # two concurrent jobs could signal each other through them
+    "inotify_init": 253, "inotify_add_watch": 254, "inotify_rm_watch": 255, "inotify_init1": 294,
+    "fanotify_init": 300, "fanotify_mark": 301,
+    # flushing every dirty page of the host stalls its I/O (and jobs write only to tmpfs)
+    "sync": 162, "syncfs": 306,
     # SysV shared memory and message queues hold memory no process maps: no rlimit, no RSS
     "shmget": 29, "msgget": 68,
 }
 # Refused as if the kernel lacked them, so libraries fall back (asmjit, in torch, then uses
 # shm_open on the size-limited /dev/shm): memfd pages are memory no rlimit or RSS poll meters.
-ENOSYS_SYSCALLS_X86_64 = {"memfd_create": 319}
-SYS_CLONE, SYS_CLONE3, SYS_SOCKET = 56, 435, 41
+# memfd_secret pages are even taken out of the kernel's direct map.
+ENOSYS_SYSCALLS_X86_64 = {"memfd_create": 319, "memfd_secret": 447}
+# Refused unless a job opts in (`allow_exec`): an exec'd process is dumpable again.
+EXEC_SYSCALLS_X86_64 = {"execve": 59, "execveat": 322}
+SYS_CLONE, SYS_CLONE3, SYS_SOCKET, SYS_FCNTL = 56, 435, 41, 72
+F_NOTIFY = 1026  # dnotify: like inotify, it reports reads of files in a shared directory
 AF_VSOCK = 40  # VM <-> hypervisor sockets: no network namespace confines them
 AUDIT_ARCH_X86_64 = 0xC000003E
 _RET_ALLOW, _RET_KILL = 0x7FFF0000, 0x80000000
@@ -301,8 +320,9 @@ def _ret_errno(err: int) -> int:
     return 0x00050000 | err
 
 
-def seccomp_program() -> bytes:
-    """A classic-BPF filter: deny the list above, namespace flags on clone, clone3 and AF_VSOCK."""
+def seccomp_program(*, allow_exec: bool = False) -> bytes:
+    """A classic-BPF filter: deny the lists above (execve/execveat unless `allow_exec`),
+    namespace flags on clone, clone3, fcntl(F_NOTIFY) and AF_VSOCK sockets."""
     ins: list[tuple[int, int, int, int]] = []
     LD_W_ABS, JEQ, JSET, JGE, RET = 0x20, 0x15, 0x45, 0x35, 0x06
     ins.append((LD_W_ABS, 0, 0, 4))                     # arch
@@ -313,12 +333,20 @@ def seccomp_program() -> bytes:
     ins.append((RET, 0, 0, _ret_errno(EPERM)))
     ins.append((JEQ, 0, 1, SYS_CLONE3))                 # glibc falls back to clone on ENOSYS
     ins.append((RET, 0, 0, _ret_errno(ENOSYS)))
-    for nr in sorted(DENIED_SYSCALLS_X86_64.values()):
+    denied = set(DENIED_SYSCALLS_X86_64.values())
+    if not allow_exec:
+        denied |= set(EXEC_SYSCALLS_X86_64.values())
+    for nr in sorted(denied):
         ins.append((JEQ, 0, 1, nr))
         ins.append((RET, 0, 0, _ret_errno(EPERM)))
     for nr in sorted(ENOSYS_SYSCALLS_X86_64.values()):
         ins.append((JEQ, 0, 1, nr))
         ins.append((RET, 0, 0, _ret_errno(ENOSYS)))
+    ins.append((JEQ, 0, 4, SYS_FCNTL))
+    ins.append((LD_W_ABS, 0, 0, 24))                    # low half of the command
+    ins.append((JEQ, 1, 0, F_NOTIFY))
+    ins.append((RET, 0, 0, _RET_ALLOW))
+    ins.append((RET, 0, 0, _ret_errno(EPERM)))
     ins.append((JEQ, 0, 4, SYS_SOCKET))
     ins.append((LD_W_ABS, 0, 0, 16))                    # address family
     ins.append((JEQ, 1, 0, AF_VSOCK))
@@ -332,10 +360,10 @@ def seccomp_program() -> bytes:
     return b"".join(struct.pack("<HBBI", *i) for i in ins)
 
 
-def install_seccomp() -> None:
+def install_seccomp(*, allow_exec: bool = False) -> None:
     if platform.machine() != "x86_64":
         return  # the filter is written for x86_64 syscall numbers; other arches rely on the rest
-    prog = seccomp_program()
+    prog = seccomp_program(allow_exec=allow_exec)
     buf = ctypes.create_string_buffer(prog)
 
     class SockFprog(ctypes.Structure):

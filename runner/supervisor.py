@@ -17,12 +17,12 @@ from typing import Any
 
 from .cgroups import JobGroup
 from .config import Limits
+from .usage import TreeUsage
 from .wire import WireError, split_progress
 
 log = logging.getLogger("runner")
 
 
-@dataclass
 @dataclass
 class RawRun:
     """What the engine saw of one sandboxed process, from the outside."""
@@ -44,6 +44,7 @@ class RawRun:
     wall_limit: float = 0.0
     elapsed_s: float = 0.0  # the job's own elapsed time, from its fork to its reaping
     running_case: int | None = None  # the last case the job started, from its progress marks
+    marks: int = 0  # how many progress marks it wrote (one per case it started)
     queue_ms: float = 0.0
 
     @property
@@ -67,6 +68,7 @@ class Supervisor:
         self.max_output = int(limits.output_kb) << 10
         self.pidfd: int | None = None
         self.pid: int | None = None
+        self.tree: TreeUsage | None = None
         self.done = asyncio.Event()
         self.loop = asyncio.get_running_loop()
         self.bufs: dict[int, bytearray] = {self.res: bytearray(), self.out: bytearray(), self.err: bytearray()}
@@ -168,29 +170,17 @@ class Supervisor:
             os.close(self.go_fd)
             self.go_fd = None
 
-    def _tree_usage(self) -> tuple[int, float]:
-        """Resident memory (covers CUDA jobs, which have no RLIMIT_AS) and CPU seconds of the job's
-        whole process tree. RLIMIT_CPU is per process: each child would get the full limit again."""
+    def _usage(self) -> tuple[int, float]:
+        """Resident memory and CPU seconds of the job's whole process tree. CPU comes from the
+        job's cpuacct cgroup where it has one (exact: every task, reaped or not), else from
+        `TreeUsage`, which keeps every task's time after the kernel reaps it."""
         if self.pid is None:
             return 0, 0.0
-        total, ticks, stack, seen = 0, 0, [self.pid], set()
-        page = os.sysconf("SC_PAGE_SIZE")
-        while stack and len(seen) < 512:
-            pid = stack.pop()
-            if pid in seen:
-                continue
-            seen.add(pid)
-            try:
-                with open(f"/proc/{pid}/statm") as f:
-                    total += int(f.read().split()[1]) * page
-                with open(f"/proc/{pid}/stat") as f:  # utime, stime, and those of reaped children
-                    ticks += sum(int(v) for v in f.read().rpartition(")")[2].split()[11:15])
-                for task in os.listdir(f"/proc/{pid}/task"):
-                    with open(f"/proc/{pid}/task/{task}/children") as f:
-                        stack.extend(int(c) for c in f.read().split())
-            except (OSError, ValueError):
-                continue
-        return total, ticks / os.sysconf("SC_CLK_TCK")
+        if self.tree is None:
+            self.tree = TreeUsage(self.pid)
+        rss, cpu = self.tree.sample()
+        exact = self.group.cpu_seconds() if self.group is not None else None
+        return rss, max(cpu, exact) if exact is not None else cpu
 
     async def run(self) -> None:
         for fd in list(self.open_fds):
@@ -233,7 +223,7 @@ class Supervisor:
                     self.raw.memory_exceeded = True  # the kernel killed one of the job's processes
                     self.kill()
                 elif self.pid is not None and not self.done.is_set():
-                    rss, cpu = self._tree_usage()
+                    rss, cpu = self._usage()
                     if cpu > self.raw.cpu_limit:
                         self.raw.cpu_exceeded = True
                         self.kill()
@@ -260,16 +250,21 @@ class Supervisor:
             if self.group is not None:
                 if self.group.hit_memory_limit():
                     self.raw.memory_exceeded = True
+                spent = self.group.cpu_seconds()  # a burst just before the exit counts too
+                if spent is not None and spent > self.raw.cpu_limit and not self.raw.fatal:
+                    self.raw.cpu_exceeded = True
                 self.group.remove()
         if self.raw.status is None and not self.raw.fatal:
             # The control channel closed without the job's status: the zygote or the supervisor
             # died (a runner restart, a crash). Whatever the job did, that is not its verdict.
             self.raw.fatal = "the sandbox's worker died before the job's status was known"
         raw = self.raw
+        data = bytes(self.bufs[self.res])
         try:
-            raw.running_case, raw.frame = split_progress(bytes(self.bufs[self.res]))
+            raw.running_case, raw.frame = split_progress(data)
+            raw.marks = (len(data) - len(raw.frame or b"")) // 8
         except WireError:  # forged marks: left whole, so the frame fails to decode (the player's error)
-            raw.running_case, raw.frame = None, bytes(self.bufs[self.res])
+            raw.running_case, raw.frame = None, data
         raw.stdout = bytes(self.bufs[self.out])
         raw.stderr = bytes(self.bufs[self.err])
 

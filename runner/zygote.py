@@ -144,7 +144,8 @@ def _job_main(payload: dict[str, Any], ctl: int, res: int, out: int, err: int, g
             file_size_bytes=int(limits["file_size_mb"]) << 20,
         )
         if sandboxed:
-            sandbox.lock_down()
+            # exec only where the job asks for it (a trusted field the engine sets, never the player)
+            sandbox.lock_down(allow_exec=bool(payload.get("allow_exec", False)))
         # Wait until the engine has put us in our cgroups (if any) before untrusted code runs.
         if os.read(go, 1) != b"G":
             os._exit(72)

@@ -146,3 +146,9 @@ def test_jobs_are_validated_and_round_trip() -> None:
 
 def test_runner_faults_are_never_the_players() -> None:
     assert {v for v in Verdict if v.runner_fault} == {Verdict.INTERNAL, Verdict.UNSUPPORTED}
+
+
+def test_more_progress_marks_than_cases_is_interference() -> None:
+    whole = _frame([({"result": X}, None), ({"result": X * 2}, None)])
+    assert _judge(whole, marks=3).verdict is Verdict.PASSED  # one per case, plus one
+    assert _judge(whole, marks=4).message == INTERFERED
