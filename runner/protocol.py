@@ -182,8 +182,10 @@ class ErrorInfo:
             return None
         if not isinstance(data, dict):
             raise ProtocolError("error must be an object")
-        return cls(type=clean_text(data.get("type", "Error"), 100), message=clean_text(data.get("message", ""), 500),
-                   traceback=clean_text(data.get("traceback", ""), 2000), in_probe=bool(data.get("in_probe", False)))
+        # Limits well above what a runner sends (the renderers cut for their platform): the point
+        # here is clean text, not length.
+        return cls(type=clean_text(data.get("type", "Error"), 200), message=clean_text(data.get("message", ""), 5000),
+                   traceback=clean_text(data.get("traceback", ""), 20000), in_probe=bool(data.get("in_probe", False)))
 
 
 Evidence = Literal["values", "flags"]
@@ -215,7 +217,7 @@ class CaseResult:
         evidence = data.get("evidence")
         return cls(index=int(data.get("index", 0)), name=clean_text(data.get("name", ""), 100),
                    example=bool(data.get("example", False)), passed=data["passed"],
-                   ran=bool(data.get("ran", True)), message=clean_text(data.get("message", ""), 300),
+                   ran=bool(data.get("ran", True)), message=clean_text(data.get("message", ""), 2000),
                    evidence=evidence if evidence in ("values", "flags") else None)
 
 
@@ -270,9 +272,9 @@ class Result:
         # Strings are cleaned again on this side: a runner of another version must not be able to
         # make a result unstorable (a lone surrogate) or unprintable.
         stdout = data.get("stdout") or ""
-        return cls(verdict=verdict, message=clean_text(data.get("message") or "", 2000), passed_cases=passed,
+        return cls(verdict=verdict, message=clean_text(data.get("message") or "", 5000), passed_cases=passed,
                    total_cases=total, cases=parsed, error=ErrorInfo.from_json(data.get("error")),
-                   stdout=clean_text(stdout, len(str(stdout)) + 1), stderr=clean_text(data.get("stderr") or "", 8192),
+                   stdout=clean_text(stdout, len(str(stdout)) + 1), stderr=clean_text(data.get("stderr") or "", 20000),
                    output_truncated=bool(data.get("output_truncated", False)),
                    job_id=clean_text(data.get("job_id") or "", 200),
                    timings=dict(data.get("timings") or {}), runner=dict(data.get("runner") or {}))
