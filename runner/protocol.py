@@ -37,6 +37,12 @@ def _replacement(c: str) -> str:
     return c if c == "\u200d" else "\ufffd"
 
 
+def _clean(value: Any) -> str:
+    """Clean, never cut: on the bot's side each platform's renderer cuts for its own limits."""
+    text = str(value)
+    return clean_text(text, len(text))
+
+
 class ProtocolError(ValueError):
     """A job or a result that does not follow the contract."""
 
@@ -182,10 +188,8 @@ class ErrorInfo:
             return None
         if not isinstance(data, dict):
             raise ProtocolError("error must be an object")
-        # Limits well above what a runner sends (the renderers cut for their platform): the point
-        # here is clean text, not length.
-        return cls(type=clean_text(data.get("type", "Error"), 200), message=clean_text(data.get("message", ""), 5000),
-                   traceback=clean_text(data.get("traceback", ""), 20000), in_probe=bool(data.get("in_probe", False)))
+        return cls(type=_clean(data.get("type", "Error")), message=_clean(data.get("message", "")),
+                   traceback=_clean(data.get("traceback", "")), in_probe=bool(data.get("in_probe", False)))
 
 
 Evidence = Literal["values", "flags"]
@@ -215,9 +219,9 @@ class CaseResult:
         if not isinstance(data, dict) or type(data.get("passed")) is not bool:
             raise ProtocolError("a case must be an object with a boolean `passed`")
         evidence = data.get("evidence")
-        return cls(index=int(data.get("index", 0)), name=clean_text(data.get("name", ""), 100),
+        return cls(index=int(data.get("index", 0)), name=_clean(data.get("name", "")),
                    example=bool(data.get("example", False)), passed=data["passed"],
-                   ran=bool(data.get("ran", True)), message=clean_text(data.get("message", ""), 2000),
+                   ran=bool(data.get("ran", True)), message=_clean(data.get("message", "")),
                    evidence=evidence if evidence in ("values", "flags") else None)
 
 
@@ -271,10 +275,9 @@ class Result:
             raise ProtocolError("a passed result with failing cases")
         # Strings are cleaned again on this side: a runner of another version must not be able to
         # make a result unstorable (a lone surrogate) or unprintable.
-        stdout = data.get("stdout") or ""
-        return cls(verdict=verdict, message=clean_text(data.get("message") or "", 5000), passed_cases=passed,
+        return cls(verdict=verdict, message=_clean(data.get("message") or ""), passed_cases=passed,
                    total_cases=total, cases=parsed, error=ErrorInfo.from_json(data.get("error")),
-                   stdout=clean_text(stdout, len(str(stdout)) + 1), stderr=clean_text(data.get("stderr") or "", 20000),
+                   stdout=_clean(data.get("stdout") or ""), stderr=_clean(data.get("stderr") or ""),
                    output_truncated=bool(data.get("output_truncated", False)),
                    job_id=clean_text(data.get("job_id") or "", 200),
                    timings=dict(data.get("timings") or {}), runner=dict(data.get("runner") or {}))
