@@ -195,6 +195,23 @@ def _describe_result(result: dict[str, Any]) -> str:
     return "; ".join(bits)
 
 
+FLAGS_ONLY_WARNING = (
+    "the probe's observations are all booleans/ints (no tensor values, no floats) on every case, "
+    "so a player who forges the flags could pass without solving; observe values only a solver has "
+    "(the result after mutating the input, the gradient itself, the state after the call)")
+
+
+def flags_only(cases: Sequence[dict[str, Any]]) -> bool:
+    """Whether the reference's self-check says every case was decided on flags alone.
+
+    The runner marks each case of a result `"evidence": "values"` or `"evidence": "flags"` (the
+    reference's observation holds no tensor with data and no float, only bool/int/None/str/dtype).
+    Probes run in the player's process, so flags are what a determined player can forge. A runner
+    that does not say (no `evidence` field) gets no warning.
+    """
+    return bool(cases) and all(c.get("evidence") == "flags" for c in cases)
+
+
 def _no_cuda(result: dict[str, Any]) -> bool:
     return result.get("verdict") == "unsupported"
 
@@ -234,6 +251,8 @@ class Checker:
             self.add(item, "setup", "make_cases() has no hidden case (every case is an example)")
         if not any(c.get("example") for c in cases):
             self.add(item, "setup", "no case is marked 'example': True, so players see no example")
+        if flags_only(cases):
+            self.add(item, "probe" if item.probe else "reference", FLAGS_ONLY_WARNING, "warning")
 
         async def must_fail(label: str, where: str, code: str, line: int = 0) -> None:
             result = await self.grade(code_job(item, code, job_id=f"check:{item.id}:{label}"))

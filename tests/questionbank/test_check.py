@@ -224,6 +224,59 @@ async def test_an_unreachable_runner_is_a_finding_not_a_crash(broken_items: list
     assert report.findings[0].message.startswith("the reference does not pass: internal; the runner could not grade it")
 
 
+class ReportsEvidence:
+    """A runner that passes the reference, marking its cases with the given evidence (None: no
+    `evidence` field, as an older runner), and fails every other answer."""
+
+    def __init__(self, evidence: tuple[str | None, ...]) -> None:
+        self.evidence = evidence
+
+    async def grade(self, job: dict[str, Any]) -> dict[str, Any]:
+        cases = [{"index": i, "name": f"case {i + 1}", "example": i == 0, "passed": True, "ran": True,
+                  "message": ""} for i in range(len(self.evidence))]
+        if not job["job_id"].endswith(":reference"):
+            for case in cases:
+                case.update(passed=False, message="result: 1 of 6 values differ")
+            return {"verdict": "failed", "message": f"0 of {len(cases)} cases passed", "cases": cases}
+        for case, evidence in zip(cases, self.evidence, strict=True):
+            if evidence is not None:
+                case["evidence"] = evidence
+        return {"verdict": "passed", "message": "", "cases": cases}
+
+
+@pytest.mark.parametrize("evidence,warned", [
+    (("flags", "flags", "flags"), True),
+    (("flags", "values", "flags"), False),
+    (("values", "values", "values"), False),
+    ((None, None, None), False),
+    (("flags", None, "flags"), False),
+])
+async def test_a_probe_that_observes_only_flags_gets_a_warning(
+        broken_items: list[Item], evidence: tuple[str | None, ...], warned: bool) -> None:
+    """Flags (booleans, ints, strings) on every case of the reference: a player who forges the
+    probe's flags could pass without solving. A warning, not an error; silence without the field."""
+    item = next(i for i in broken_items if i.id == "good-double")
+    report = await check_items([item], ReportsEvidence(evidence))
+    assert report.ok and report.errors == []
+    flagged = [f for f in report.warnings if "booleans/ints" in f.message]
+    assert len(flagged) == (1 if warned else 0), [str(f) for f in report.findings]
+    if warned:
+        [finding] = flagged
+        assert finding.item_id == "good-double" and finding.severity == "warning"
+        assert "forge" in finding.message
+        assert finding.location == item.location_of("reference")  # the item has no probe
+        assert str(finding).startswith(f"{finding.location}: warning: good-double: the probe's observations")
+
+
+def test_flags_only_needs_every_case_to_say_flags() -> None:
+    from questionbank.check import flags_only
+
+    assert flags_only([{"evidence": "flags"}, {"evidence": "flags"}])
+    assert not flags_only([{"evidence": "flags"}, {"evidence": "values"}])
+    assert not flags_only([{"evidence": "flags"}, {}])
+    assert not flags_only([])
+
+
 def test_finding_text() -> None:
     assert str(Finding("a.yaml:3", "x", "it broke")) == "a.yaml:3: x: it broke"
     assert str(Finding("a.yaml:3", "x", "hmm", "warning")) == "a.yaml:3: warning: x: hmm"
