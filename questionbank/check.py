@@ -329,7 +329,7 @@ class Checker:
 
 
 def _first_difference(a: str, b: str) -> str:
-    for n, (x, y) in enumerate(zip(a.splitlines(), b.splitlines()), start=1):
+    for n, (x, y) in enumerate(zip(a.splitlines(), b.splitlines(), strict=False), start=1):
         if x != y:
             return f"line {n}: {x!r} vs {y!r}"
     return "the outputs have different lengths"

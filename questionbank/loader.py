@@ -13,10 +13,11 @@ import difflib
 import json
 import os
 import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
+from typing import Any, Protocol
 
 import yaml
 
@@ -197,7 +198,7 @@ def _to_data(node: yaml.Node, path: Path_, parsed: _Parsed, constructor: yaml.Sa
             _to_data(child, path + (i,), parsed, constructor, file, problems, depth + 1)
             for i, child in enumerate(node.value)
         ]
-    parsed.content_lines[path] = line + 1 if node.style in ("|", ">") else line
+    parsed.content_lines[path] = line + 1 if getattr(node, "style", None) in ("|", ">") else line
     try:
         return constructor.construct_object(node, deep=True)
     except yaml.YAMLError as e:
@@ -306,7 +307,7 @@ class _SchemaChecker:
         if types is not None:
             type_list = types if isinstance(types, list) else [types]
             if not any(_is_type(value, t) for t in type_list):
-                want = " or ".join(_TYPE_WORDS.get(t, t) for t in type_list)
+                want = " or ".join(_TYPE_WORDS.get(t) or str(t) for t in type_list)
                 report(path, f"{name} should be {want}, but it is {_describe(value)}")
                 return
         if "enum" in schema and value not in schema["enum"]:

@@ -112,7 +112,7 @@ class JobCgroups:
         return "cgroup-v1(" + ",".join(sorted(self.parents)) + ")"
 
     @classmethod
-    def detect(cls) -> "JobCgroups | None":
+    def detect(cls) -> JobCgroups | None:
         parents: dict[str, Path] = {}
         for ctrl, base in _v1_dirs().items():
             parent = base / f"quiz-runner-{os.getpid()}"

@@ -1,7 +1,6 @@
 """Torch-free HTTP client for the runner, used by the bot and by `questionbank check --runner`."""
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import aiohttp
@@ -34,7 +33,7 @@ class RunnerClient:
                         text = (await resp.text())[:300]
                         raise RunnerUnavailable(f"runner answered HTTP {resp.status}: {text}")
                     return await resp.json()
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+        except (TimeoutError, aiohttp.ClientError, OSError) as e:
             raise RunnerUnavailable(f"cannot reach the runner at {self.url}: {e or type(e).__name__}") from None
 
     async def grade(self, job: dict[str, Any]) -> dict[str, Any]:

@@ -83,7 +83,7 @@ def _compare(exp: Any, got: Any, rtol: float, atol: float, path: str) -> None:
             raise Mismatch(f"{path}: expected {describe(exp)}, got {describe(got)}")
         if len(exp) != len(got):
             raise Mismatch(f"{path}: expected {len(exp)} elements, got {len(got)}")
-        for i, (e, g) in enumerate(zip(exp, got)):
+        for i, (e, g) in enumerate(zip(exp, got, strict=True)):
             _compare(e, g, rtol, atol, f"{path}[{i}]")
         return
     if isinstance(exp, dict):

@@ -23,7 +23,7 @@ class Limits:
     output_kb: int = 64
     scratch_mb: int = 64
 
-    def clamp(self, requested: dict[str, Any] | None, maxima: "Limits") -> "Limits":
+    def clamp(self, requested: dict[str, Any] | None, maxima: Limits) -> Limits:
         """Per-job limits: the request where given, never above the server's maxima."""
         values = {}
         for f in fields(self):

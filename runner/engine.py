@@ -70,7 +70,7 @@ class Zygote:
         loop = asyncio.get_running_loop()
         try:
             ready = await asyncio.wait_for(loop.sock_recv(parent, 1), timeout=120)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             ready = b""
         if ready != b"R":
             parent.close()
@@ -123,7 +123,7 @@ class Engine:
         self.metrics: collections.Counter[str] = collections.Counter()
         self.latency_ms: collections.deque[float] = collections.deque(maxlen=2048)
 
-    async def __aenter__(self) -> "Engine":
+    async def __aenter__(self) -> Engine:
         await self.start()
         return self
 

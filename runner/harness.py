@@ -13,7 +13,8 @@ import random
 import sys
 import traceback
 import types
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .wire import Encoder, WireError, progress_mark
 

@@ -266,7 +266,7 @@ def judge_submission(ref: Judged, raw: RawRun, *, rtol: float, atol: float) -> R
     if sub is not None and sub.status == "ok" and verdict is None:
         first_error: ErrorInfo | None = None
         memory_hit = output_hit = False
-        for i, (rc, sc) in enumerate(zip(ref.cases, sub.cases)):
+        for i, (rc, sc) in enumerate(zip(ref.cases, sub.cases, strict=True)):
             err = sc["error"]
             if err is not None:
                 memory_hit = memory_hit or _is_memory_error(err)

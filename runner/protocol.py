@@ -119,7 +119,7 @@ class Job:
         return out
 
     @classmethod
-    def from_json(cls, data: Any) -> "Job":
+    def from_json(cls, data: Any) -> Job:
         """Validate a job's shape; `JobError` says what is wrong (the runner answers 400)."""
         if not isinstance(data, dict):
             raise JobError("the job must be a JSON object")
@@ -183,7 +183,7 @@ class ErrorInfo:
         return out
 
     @classmethod
-    def from_json(cls, data: Any) -> "ErrorInfo | None":
+    def from_json(cls, data: Any) -> ErrorInfo | None:
         if data is None:
             return None
         if not isinstance(data, dict):
@@ -215,7 +215,7 @@ class CaseResult:
         return out
 
     @classmethod
-    def from_json(cls, data: Any) -> "CaseResult":
+    def from_json(cls, data: Any) -> CaseResult:
         if not isinstance(data, dict) or type(data.get("passed")) is not bool:
             raise ProtocolError("a case must be an object with a boolean `passed`")
         evidence = data.get("evidence")
@@ -255,7 +255,7 @@ class Result:
                 "timings": dict(self.timings), "runner": dict(self.runner)}
 
     @classmethod
-    def from_json(cls, data: Any) -> "Result":
+    def from_json(cls, data: Any) -> Result:
         """Strict where it matters: an unknown verdict, or counts that do not add up, is a
         `ProtocolError` (the bot retries it as a runner fault), never a grade."""
         if not isinstance(data, dict):
@@ -299,7 +299,7 @@ class Capabilities:
         return requires in self.devices
 
     @classmethod
-    def from_health(cls, health: dict[str, Any]) -> "Capabilities":
+    def from_health(cls, health: dict[str, Any]) -> Capabilities:
         cuda = health.get("cuda")
         return cls(torch=health.get("torch"), cuda=cuda if isinstance(cuda, dict) and cuda else None,
                    sandbox=tuple(str(s) for s in health.get("sandbox") or ()))

@@ -89,7 +89,8 @@ async def serve_forever(config: RunnerConfig) -> int:
     await runner.setup()
     site = web.TCPSite(runner, config.host, config.port)
     await site.start()
-    port = site._server.sockets[0].getsockname()[1] if site._server and site._server.sockets else config.port  # type: ignore[union-attr]
+    sockets = getattr(site._server, "sockets", None)  # the port the OS picked when config.port is 0
+    port = sockets[0].getsockname()[1] if sockets else config.port
     print(f"runner listening on http://{config.host}:{port}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

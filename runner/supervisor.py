@@ -217,7 +217,7 @@ class Supervisor:
                     break
                 try:
                     await asyncio.wait_for(self.done.wait(), timeout=min(0.1, remaining))
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
                 if self.group is not None and self.group.hit_memory_limit():
                     self.raw.memory_exceeded = True  # the kernel killed one of the job's processes
@@ -235,7 +235,7 @@ class Supervisor:
             if self.raw.timed_out:
                 try:
                     await asyncio.wait_for(self.done.wait(), timeout=5)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     self.raw.fatal = "the job could not be stopped"
             # The job's PID namespace is gone once PID 1 exits, so the pipes reach EOF promptly.
             end = self.loop.time() + 2
@@ -279,8 +279,12 @@ async def _feed_pipe(fd: int, data: bytes) -> None:
             try:
                 view = view[os.write(fd, view):]
             except BlockingIOError:
-                ready = loop.create_future()
-                loop.add_writer(fd, lambda: ready.done() or ready.set_result(None))
+                ready: asyncio.Future[None] = loop.create_future()
+
+                def wake(fut: asyncio.Future[None] = ready) -> None:
+                    if not fut.done():
+                        fut.set_result(None)
+                loop.add_writer(fd, wake)
                 try:
                     await ready
                 finally:

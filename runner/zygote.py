@@ -175,19 +175,22 @@ def main() -> None:
         sandbox.drop_privileges(None if drop == "none" else int(drop))
     # Warm everything a job is likely to touch, without running any parallel torch work.
     import torch
-    import torch.nn  # noqa: F401
-    import torch.nn.functional  # noqa: F401
-    import torch.autograd  # noqa: F401
-    import torch.utils.data  # noqa: F401
-    import torch.testing  # noqa: F401
+
     # Optimizers, torch.func and anything that touches torch._dynamo import it lazily, which
     # costs a job 1.5-3.5 s of its wall limit; import it once here, for every job to inherit.
     import torch._dynamo  # noqa: F401
+    import torch.autograd  # noqa: F401
     import torch.func  # noqa: F401
+    import torch.nn  # noqa: F401
+    import torch.nn.functional  # noqa: F401
     import torch.optim  # noqa: F401
+    import torch.testing  # noqa: F401
+    import torch.utils.data  # noqa: F401
 
-    from . import harness  # noqa: F401
-    from . import wire  # noqa: F401
+    from . import (
+        harness,  # noqa: F401
+        wire,  # noqa: F401
+    )
     torch.set_num_threads(1)
     signal.signal(signal.SIGCHLD, lambda *_: _reap())
     sock = socket.socket(fileno=ctl_fd)
