@@ -10,7 +10,14 @@ Leaderboards: synthetic rounds, answers and score rows are bulk-inserted into a 
 file (one channel: the worst case, since every query hits the same channel), then every
 leaderboard period and a player card are timed through the core.
 
-    python bench/bot.py [--answers 3000] [--sizes 10000,100000,1000000]
+Burst latency (`--burst`, on by default): the real sandboxed runner (the embedded one) and a
+real SQLite file, the service's own background loops and a system clock; 500 answers from 100
+players arrive at once (half correct, half wrong), then the same with 10 never-ending answers
+among them. For each answer: the time from its submission to its result reaching the platform
+(the sink), as p50/p95/max, and when the last result arrived. A result must not wait for a
+stranger's slow answer.
+
+    python bench/bot.py [--answers 3000] [--sizes 10000,100000,1000000] [--burst 500] [--hung 10]
 """
 from __future__ import annotations
 
@@ -194,13 +201,114 @@ async def time_boards(path: Path, repeat: int = 5) -> dict[str, float]:
     return out
 
 
+BURST_ITEM = "nchw-to-nhwc-view"
+BURST_CODES = ["def nchw_to_nhwc(x):\n    return x.permute(0, 2, 3, 1)  # {i}\n",
+               "def nchw_to_nhwc(x):\n    return x.permute(0, 2, 3, 1).contiguous()  # {i}\n"]
+BURST_HUNG = "def nchw_to_nhwc(x):\n    while True:  # {i}\n        pass\n"
+
+
+async def bench_burst(tmp: Path, client: object, n_answers: int, *, players: int = 100, hung: int = 0,
+                      name: str = "burst") -> dict[str, float]:
+    """Submit `n_answers` at once (`hung` of them never finish) against the real runner; latency
+    from each submission to its result at the sink."""
+    from bot.config import Config
+    from bot.core import SystemClock
+    from bot.core.runners import RunnerSlot
+    from questionbank.loader import load_bank
+
+    bank = load_bank(Config().bank_root)
+    settings = CoreSettings(roles=RoleRules(moderators=frozenset({"mod"})))
+    runner_done: dict[str, float] = {}
+    run_ms: list[float] = []
+
+    class Timed:  # when the runner returned each answer's verdict
+        async def grade(self, job: dict) -> dict:
+            result = await client.grade(job)  # type: ignore[attr-defined]
+            runner_done[str(job.get("job_id"))] = time.perf_counter()
+            run_ms.append(float((result.get("timings") or {}).get("run_ms") or 0))
+            return result
+
+        async def health(self) -> dict:
+            return await client.health()  # type: ignore[attr-defined]
+
+    svc = await QuizService.open(str(tmp / f"{name}.sqlite3"), bank, RunnerPool([RunnerSlot("local", Timed())]),
+                                 clock=SystemClock(), settings=settings)
+    delivered: dict[int, float] = {}
+    done = asyncio.Event()
+    expected = 0
+
+    async def sink(ref, msg):  # noqa: ANN001, ANN202 - a platform that posts instantly
+        if msg.kind == "result" and msg.data.get("answer_id") is not None:
+            delivered.setdefault(int(msg.data["answer_id"]), time.perf_counter())
+            if len(delivered) >= expected > 0:
+                done.set()
+        return "thread" if msg.kind == "round_open" else None
+
+    svc.sink = sink
+    await svc.start(background=True)
+    try:
+        mod = Actor("bench", "mod", "mod")
+        await svc.command(mod, WHERE, "enable")
+        await svc.command(mod, WHERE, f"post {BURST_ITEM}")
+        actors = [Actor("bench", f"p{i}", f"player{i}") for i in range(players)]
+        texts = [f"```python\n{BURST_CODES[i % 2].format(i=i)}```" for i in range(n_answers)]
+        for k in range(hung):  # spread through the burst
+            texts[(k * n_answers) // max(1, hung)] = f"```python\n{BURST_HUNG.format(i=k)}```"
+        hung_idx = {(k * n_answers) // max(1, hung) for k in range(hung)}
+        expected = n_answers
+        t0 = time.perf_counter()
+        submitted: dict[int, float] = {}
+        hung_ids: set[int] = set()
+        for i, text in enumerate(texts):
+            acks = await svc.submit(actors[i % players], WHERE, text)
+            assert acks[0].kind == "ack", acks[0].text
+            aid = int(acks[0].data["answer_id"])
+            submitted[aid] = time.perf_counter()
+            if i in hung_idx:
+                hung_ids.add(aid)
+        stored = time.perf_counter() - t0
+        await asyncio.wait_for(done.wait(), timeout=900)
+        total = time.perf_counter() - t0
+    finally:
+        await svc.close()
+    lat = sorted(delivered[a] - submitted[a] for a in submitted if a not in hung_ids)
+    q = statistics.quantiles(lat, n=100)
+    # how long a verdict the runner had returned waited before it reached the player
+    held = sorted(delivered[a] - runner_done[f"answer-{a}"] for a in submitted
+                  if a not in hung_ids and f"answer-{a}" in runner_done)
+    hq = statistics.quantiles(held, n=100)
+    out = {"p50": q[49], "p95": q[94], "max": lat[-1], "stored": stored, "all": total,
+           "held_p50": hq[49], "held_p95": hq[94], "held_max": held[-1]}
+    print(f"{name}: {n_answers} answers from {players} players ({hung} never-ending) against the real runner: "
+          f"stored in {stored:.2f} s, all results delivered after {total:.1f} s; latency answer -> result "
+          f"(the {len(lat)} finishing answers) p50={out['p50']:.2f}s p95={out['p95']:.2f}s max={out['max']:.2f}s; "
+          f"runner verdict -> result p50={out['held_p50']:.3f}s p95={out['held_p95']:.3f}s "
+          f"max={out['held_max']:.2f}s; runner run time per answer p50={statistics.median(run_ms or [0]):.0f}ms")
+    return out
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--answers", type=int, default=3000)
     ap.add_argument("--sizes", default="10000,100000,1000000")
+    ap.add_argument("--burst", type=int, default=500, help="answers in the burst against the real runner (0: skip)")
+    ap.add_argument("--hung", type=int, default=10, help="never-ending answers in the second burst")
+    ap.add_argument("--only-burst", action="store_true", help="skip ingestion and leaderboards")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-bot-") as d:
         tmp = Path(d)
+        burst = ""
+        if args.burst:
+            from runner.embedded import EmbeddedRunner
+
+            with EmbeddedRunner() as client:
+                b0 = await bench_burst(tmp, client, args.burst, name="burst")
+                b1 = await bench_burst(tmp, client, args.burst, hung=args.hung, name="burst_hung")
+            burst = (f" burst_p50_s={b0['p50']:.2f} burst_p95_s={b0['p95']:.2f} hung_p50_s={b1['p50']:.2f}"
+                     f" hung_p95_s={b1['p95']:.2f} held_p95_s={max(b0['held_p95'], b1['held_p95']):.3f}")
+            if args.only_burst:
+                print(f"bot:{burst}")
+                return
         rate = await bench_ingest(tmp, args.answers)
         path = tmp / "boards.sqlite3"
         db = await open_database(path)  # schema via the real migrations
@@ -221,7 +329,7 @@ async def main() -> None:
             worst = max(times.values())
             print(f"leaderboards at {size:>9,} answers ({state['rounds']} rounds, filled in {fill:.1f} s): "
                   + "  ".join(f"{k}={v:.1f}ms" for k, v in times.items()))
-        print(f"bot: ingest_per_s={rate:.0f} leaderboard_ms_at_1M={worst:.1f}")
+        print(f"bot: ingest_per_s={rate:.0f} leaderboard_ms_at_1M={worst:.1f}{burst}")
 
 
 if __name__ == "__main__":

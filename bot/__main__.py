@@ -20,7 +20,7 @@ def check_config(argv: list[str]) -> int:
         p.error("give the config file once: python -m bot check-config FILE")
     args.config = args.config or args.config_opt
     try:
-        cfg = load_config(args.config, check_env=not args.no_env)
+        cfg = load_config(args.config, check_env=not args.no_env, dotenv=True)
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 1
@@ -45,6 +45,18 @@ def backup(config: str, dest: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """A database the bot cannot use at all (not a database, damaged, read-only, from a newer
+    version, in use by another process) ends it with the file, the cause and the fix: exit 3."""
+    from .storage.faults import StorageError
+
+    try:
+        return _main(argv)
+    except StorageError as exc:
+        print(f"cannot start: {exc}", file=sys.stderr)
+        return 3
+
+
+def _main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     usage = ("usage: python -m bot {run,console,check-config,health,backup} ...\n"
              "  run --config FILE       the bot on every platform the config enables\n"

@@ -5,6 +5,7 @@ environment variables that hold them (`token_env: DISCORD_TOKEN`).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import time
 from pathlib import Path
@@ -84,8 +85,10 @@ class Config:
 class _V:
     """Walks the raw mapping, records problems with their key path, never stops at the first."""
 
-    def __init__(self) -> None:
+    def __init__(self, environ: Mapping[str, str] | None = None, env_source: str = "") -> None:
         self.problems: list[str] = []
+        self.environ = os.environ if environ is None else environ
+        self.env_source = env_source  # the .env file read besides the environment, if any
 
     def bad(self, path: str, msg: str) -> None:
         self.problems.append(f"{path}: {msg}")
@@ -129,9 +132,11 @@ class _V:
     def env(self, d: dict[str, Any], key: str, path: str, default: str, *, required: bool) -> str:
         name = self.get(d, key, path, str, default, check=lambda v: None if v.strip() and v.replace("_", "").isalnum()
                         else "an environment variable name like DISCORD_TOKEN")
-        if required and name and not os.environ.get(name):
-            self.bad(f"{path}.{key}", f"environment variable {name} is not set: export it with the secret "
-                                      "(with docker compose, put it in the .env file next to docker-compose.yml)")
+        if required and name and not self.environ.get(name):
+            where = (f"set it in {self.env_source} or export it" if self.env_source else
+                     "export it with the secret (with docker compose, put it in the .env file next to "
+                     "docker-compose.yml)")
+            self.bad(f"{path}.{key}", f"environment variable {name} is not set: {where}")
         return name
 
 
@@ -139,12 +144,14 @@ def _positive(v: float) -> str | None:
     return None if v > 0 else "must be greater than 0"
 
 
-def parse_config(raw: Any, *, check_env: bool = True) -> Config:
-    """Validate a loaded YAML document; raises ConfigError listing every problem."""
+def parse_config(raw: Any, *, check_env: bool = True, environ: Mapping[str, str] | None = None,
+                 env_source: str = "") -> Config:
+    """Validate a loaded YAML document; raises ConfigError listing every problem. `environ`
+    (default: the process environment) is where the secrets' variables are looked up."""
     from .core.commands import parse_days, parse_duration
     from .core.scheduler import zone
 
-    v = _V()
+    v = _V(environ, env_source)
     top = v.section(raw, "", {"database", "bank", "runners", "grading", "answers", "schedule", "scoring", "roles",
                               "discord", "slack", "console", "tick_s", "leaderboard_size", "log_level"})
 
@@ -212,6 +219,12 @@ def parse_config(raw: Any, *, check_env: bool = True) -> Config:
         except ValueError:
             raise ValueError(f"{s!r} is not a time of day (HH:MM, quoted)") from None
 
+    if isinstance(sc.get("time"), int) and not isinstance(sc.get("time"), bool):
+        # YAML 1.1 reads an unquoted 9:00 as base-60, the number 540
+        hh, mm = divmod(sc["time"], 60)
+        hint = f"write it as '{hh:02d}:{mm:02d}' (quoted)" if 0 <= hh < 24 else "write it as 'HH:MM' (quoted)"
+        v.bad("schedule.time", f"{hint}: unquoted, YAML reads {hh}:{mm:02d} as the number {sc['time']}")
+        sc = {k: val for k, val in sc.items() if k != "time"}
     t = v.get(sc, "time", "schedule", str, "09:00", check=_check(_hhmm))
     tz = v.get(sc, "timezone", "schedule", str, "UTC", check=_check(zone))
     days = v.get(sc, "days", "schedule", str, "mon-fri", check=_check(parse_days))
@@ -313,7 +326,28 @@ def parse_config(raw: Any, *, check_env: bool = True) -> Config:
                   discord=discord, slack=slack, console_channel=console_channel, log_level=level.upper())
 
 
-def load_config(path: str | os.PathLike[str], *, check_env: bool = True) -> Config:
+def read_dotenv(path: str | os.PathLike[str]) -> dict[str, str]:
+    """`KEY=VALUE` lines as docker compose reads a .env file: blank lines and `#` comments
+    skipped, an optional `export `, values optionally in single or double quotes."""
+    out: dict[str, str] = {}
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, _, value = line.removeprefix("export ").partition("=")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        elif " #" in value:
+            value = value.split(" #", 1)[0].rstrip()
+        out[key.strip()] = value
+    return out
+
+
+def load_config(path: str | os.PathLike[str], *, check_env: bool = True, dotenv: bool = False) -> Config:
+    """Load and validate a config file. With `dotenv`, secrets missing from the environment are
+    also looked up in the `.env` file next to the config (what docker compose passes the bot),
+    so `check-config config.yaml` works right after writing `.env` as the README shows."""
     p = Path(path)
     try:
         raw = yaml.safe_load(p.read_text(encoding="utf-8"))
@@ -323,7 +357,16 @@ def load_config(path: str | os.PathLike[str], *, check_env: bool = True) -> Conf
         mark = getattr(exc, "problem_mark", None)
         where = f"{p}:{mark.line + 1}" if mark else str(p)
         raise ConfigError([f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}"], str(p)) from None
+    environ: Mapping[str, str] | None = None
+    source = ""
+    env_file = p.resolve().parent / ".env"
+    if dotenv and env_file.is_file():
+        try:
+            environ = {**read_dotenv(env_file), **{k: val for k, val in os.environ.items() if val}}
+            source = str(env_file)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError([f"{env_file}: cannot read it: {exc}"], str(p)) from None
     try:
-        return parse_config(raw, check_env=check_env)
+        return parse_config(raw, check_env=check_env, environ=environ, env_source=source)
     except ConfigError as exc:
         raise ConfigError(exc.problems, str(p)) from None

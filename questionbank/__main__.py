@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from . import check as check_mod
-from .jobs import code_job, normalise_output, output_job
+from .jobs import answer_text, code_job, normalise_output, output_job
 from .loader import Bank, BankError, load_bank
 from .model import Item
 from .render import render_item, render_result
@@ -73,7 +73,8 @@ def cmd_list(args: argparse.Namespace) -> int:
             print(item.id)
         else:
             title = item.title.get(args.lang)
-            print(f"{item.id:<36} {item.kind:<6} d{item.difficulty} {item.requires:<4} {','.join(item.outline):<24} {title}")
+            print(f"{item.id:<36} {item.kind:<6} d{item.difficulty} {item.requires:<4} "
+                  f"{','.join(item.outline):<24} {title}")
     return 0
 
 
@@ -98,7 +99,13 @@ def cmd_job(args: argparse.Namespace) -> int:
     if item is None:
         return 2
     if item.kind == "code":
-        submission = Path(args.submission).read_text(encoding="utf-8") if args.submission else None
+        try:
+            submission = (answer_text(Path(args.submission).read_text(encoding="utf-8"), "code")
+                          if args.submission else None)
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            print(f"questionbank: cannot read the submission {args.submission}: {reason}", file=sys.stderr)
+            return 2
         job = code_job(item, submission)
     elif item.kind == "output":
         if args.submission:
@@ -128,18 +135,30 @@ async def _grade(job: dict[str, Any], runner_url: str | None) -> dict[str, Any]:
         return await client.grade(job)
 
 
-def parse_choice(text: str) -> set[str]:
-    """`A`, `a, c`, `AC` -> the letters chosen."""
-    return set(re.findall(r"[A-Z]", text.upper()))
+def parse_choice(text: str, keys: Sequence[str] = ()) -> set[str]:
+    """`A`, `a, c`, `AC`, `My answer: B` -> the option keys chosen (words that are not keys,
+    like "My" or "answer", are skipped)."""
+    options = {k.upper() for k in keys} or set("ABCDEFGHIJ")
+    chosen: set[str] = set()
+    for token in re.split(r"[^A-Za-z]+", text):
+        if token and len(token) <= len(options) and all(c in options for c in token.upper()):
+            if len(token) == 1 or token.isupper():
+                chosen.update(token.upper())
+    return chosen
 
 
 def cmd_try(args: argparse.Namespace) -> int:
     item = _item(_bank(), args.id)
     if item is None:
         return 2
-    answer = Path(args.file).read_text(encoding="utf-8")
+    try:
+        answer = answer_text(Path(args.file).read_text(encoding="utf-8"), item.kind)
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        print(f"questionbank: cannot read the answer file {args.file}: {reason}", file=sys.stderr)
+        return 2
     if item.kind == "choice":
-        chosen = parse_choice(answer)
+        chosen = parse_choice(answer, [o.key for o in item.options])
         ok = chosen == set(item.correct)
         print(f"{'passed' if ok else 'failed'}: chose {', '.join(sorted(chosen)) or 'nothing'}")
         return 0 if ok else 1

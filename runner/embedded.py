@@ -1,13 +1,18 @@
 """A local runner subprocess on loopback, for play on one machine, the checker and the tests.
 
 The bot process stays torch-free: the runner lives in its own process and is reached over
-HTTP exactly as a remote one would be.
+HTTP exactly as a remote one would be. It dies with its parent: the child asks the kernel for
+SIGTERM when the process that started it dies (PR_SET_PDEATHSIG, also after a kill -9), and
+its sandboxes (`bwrap --die-with-parent`) and zygote follow it. The death signal belongs to the
+thread that forked, so the child is always started from the caller's thread, never a pool's.
 """
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import os
 import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -19,6 +24,21 @@ from pathlib import Path
 from .client import RunnerClient, RunnerUnavailable
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child between fork and exec: SIGTERM when the parent dies. If the parent died
+    already (before this ran), exit now rather than run orphaned."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: nothing to do
+        return
+    if os.getppid() == 1:
+        os._exit(1)
 
 
 def _free_port() -> int:
@@ -41,6 +61,11 @@ class EmbeddedRunner:
         self.log: deque[str] = deque(maxlen=200)
 
     def start_blocking(self) -> RunnerClient:
+        self.spawn()
+        return self.wait_ready()
+
+    def spawn(self) -> None:
+        """Start the child (in the calling thread: its death signal is tied to this thread)."""
         port = _free_port()
         token = secrets.token_urlsafe(24)
         env = dict(os.environ, RUNNER_TOKEN=token,
@@ -51,15 +76,19 @@ class EmbeddedRunner:
         if self.allow_unsandboxed:
             args.append("--allow-unsandboxed")
         self.proc = subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT)
-        ready = threading.Event()
-        threading.Thread(target=self._read_log, args=(ready,), daemon=True).start()
+                                     stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+        self._ready = threading.Event()
+        self._url, self._token = f"http://127.0.0.1:{port}", token
+        threading.Thread(target=self._read_log, args=(self._ready,), daemon=True).start()
+
+    def wait_ready(self) -> RunnerClient:
+        assert self.proc is not None
         deadline = time.monotonic() + self.startup_timeout
-        while not ready.wait(0.1):
+        while not self._ready.wait(0.1):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop_blocking()
                 raise RunnerUnavailable("the embedded runner did not start:\n" + "".join(self.log))
-        self.client = RunnerClient(f"http://127.0.0.1:{port}", token, timeout=60.0)
+        self.client = RunnerClient(self._url, self._token, timeout=60.0)
         return self.client
 
     def _read_log(self, ready: threading.Event) -> None:
@@ -81,7 +110,8 @@ class EmbeddedRunner:
                 self.proc.wait()
 
     async def start(self) -> RunnerClient:
-        return await asyncio.get_running_loop().run_in_executor(None, self.start_blocking)
+        self.spawn()  # here, not in the executor: see the module's note on the death signal
+        return await asyncio.get_running_loop().run_in_executor(None, self.wait_ready)
 
     async def stop(self) -> None:
         await asyncio.get_running_loop().run_in_executor(None, self.stop_blocking)

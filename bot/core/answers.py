@@ -9,14 +9,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from questionbank.jobs import code_blocks
 from questionbank.model import Item
+
+__all__ = ["AnswerRejected", "ParsedAnswer", "code_blocks", "looks_like_answer", "parse_answer",
+           "parse_choice"]
 
 DEFAULT_MAX_CHARS = 20_000
 
-# A word right after the opening fence is a language tag only when the line ends there:
-# "```def f(x):" (Slack's text field, quick Discord messages) starts with code.
-_FENCE = re.compile(r"```(?:[ \t]*([A-Za-z0-9_+-]+)[ \t]*\n|[ \t]*\n?)(.*?)```", re.DOTALL)
 _INLINE = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
+_WRAPPED = re.compile(r"`([^`]+)`")
 
 
 class AnswerRejected(ValueError):
@@ -29,33 +31,40 @@ class ParsedAnswer:
     source: str  # fenced | inline | plain | options
 
 
-def code_blocks(text: str) -> list[str]:
-    """The bodies of every fenced block, in order. An unclosed last fence runs to the end."""
-    blocks = [body for _lang, body in _FENCE.findall(text)]
-    rest = _FENCE.sub("", text)
-    if rest.count("```") == 1:  # an unclosed fence: a chat app cut the message, keep what is there
-        tail = rest.split("```", 1)[1]
-        first, _, body = tail.partition("\n")
-        blocks.append(body if first.strip().isidentifier() or not first.strip() else tail)
-    return [b.strip("\n") for b in blocks if b.strip()]
-
-
-def looks_like_answer(text: str, kind: str, option_keys: tuple[str, ...] = ()) -> bool:
-    """Should a plain chat message (not `/quiz answer`) count as an answer? A code fence does;
-    for an output round, a message that is nothing but inline code does; for a choice round, a
-    bare option key does. Chatter that merely mentions `some.code` does not: it would cost the
-    player a failed attempt for talking about the question."""
+def looks_like_answer(text: str, kind: str, option_keys: tuple[str, ...] = (), *,
+                      in_round_thread: bool = False) -> bool:
+    """Should a plain chat message (not `/quiz answer`) count as an answer? The one rule every
+    adapter relies on. A code fence does; for an output round, a message that is nothing but
+    inline code does, and in the round's thread (or a reply to it) any text does; for a choice
+    round, a message made only of option keys does, also keys that are not options (`F`,
+    `a, f`): those get the same reply as `/quiz answer F` rather than silence; in the round's
+    thread a bare number (`2`) is read as a try at a key too. Chatter, including chatter that
+    merely mentions `some.code`, does not: it would cost the player a failed attempt for
+    talking about the question."""
     if "```" in text:
         return True
-    if kind == "output" and _INLINE.fullmatch(text.strip()):
-        return True
+    if kind == "output":
+        return in_round_thread or bool(_INLINE.fullmatch(text.strip()))
     if kind == "choice" and option_keys:
         try:
             parse_choice(text, option_keys)
             return True
         except AnswerRejected:
-            return False
+            return looks_like_option_keys(text, in_round_thread=in_round_thread)
     return False
+
+
+_KEYISH = re.compile(r"[a-z]")
+_KEYISH_IN_THREAD = re.compile(r"[a-z0-9]")
+
+
+def looks_like_option_keys(text: str, *, in_round_thread: bool = False) -> bool:
+    """A message shaped like a choice answer even if a key is wrong: one to six single letters
+    (in the round's thread also single digits), separated the way `parse_choice` reads them.
+    Words ("ok", "I think b") are chatter, not a near miss."""
+    tokens = _choice_tokens(text)
+    shape = _KEYISH_IN_THREAD if in_round_thread else _KEYISH
+    return 0 < len(tokens) <= 6 and all(shape.fullmatch(t) for t in tokens)
 
 
 def may_have_been_an_answer(text: str, *, in_round_thread: bool) -> bool:
@@ -65,10 +74,14 @@ def may_have_been_an_answer(text: str, *, in_round_thread: bool) -> bool:
     return in_round_thread or "```" in text
 
 
+def _choice_tokens(text: str) -> list[str]:
+    cleaned = re.sub(r"\b(and|und|or|et|和|与)\b", " ", text.strip().strip("`").lower())
+    return [t for t in re.split(r"[\s,;/()\[\]、，.&+]+", cleaned) if t]
+
+
 def parse_choice(text: str, option_keys: tuple[str, ...]) -> list[str]:
     keys = {k.lower(): k for k in option_keys}
-    cleaned = re.sub(r"\b(and|und|or|et|和|与)\b", " ", text.strip().strip("`").lower())
-    tokens = [t for t in re.split(r"[\s,;/()\[\]、，.&+]+", cleaned) if t]
+    tokens = _choice_tokens(text)
     if not tokens:
         raise AnswerRejected("Your answer is empty: reply with the option key(s), e.g. `b` or `a, c`.")
     unknown = [t for t in tokens if t not in keys]
@@ -104,6 +117,9 @@ def parse_answer(text: str, item: Item, *, explicit: bool = True,
             return ParsedAnswer("\n".join(inline), "inline")
         if inline and len(inline) == 1 and text.strip() == f"`{inline[0]}`":
             return ParsedAnswer(inline[0], "inline")
+        wrapped = _WRAPPED.fullmatch(text.strip())
+        if wrapped:  # `several printed lines` in one pair of backticks
+            return ParsedAnswer(wrapped.group(1).strip("\n"), "inline")
         return ParsedAnswer(text.strip("\n"), "plain")
     # code items
     if explicit:

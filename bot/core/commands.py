@@ -15,8 +15,8 @@ from .leaderboards import leaderboard, player_card, render_board, render_card
 from .models import (PERIODS, WEEKDAY_NAMES, Actor, Attachment, Block, Channel, ChannelRef, Message, Schedule,
                      denied, error, info)
 from .roles import Right, allowed, refusal
-from .scheduler import local_date, next_posting, week_bounds, zone
-from .summaries import build_digest, digest_chart, export_csv, period_bounds, render_digest
+from .scheduler import local_date, week_bounds, zone
+from .summaries import CSV_NOTE, build_digest, digest_chart, export_csv, period_bounds, render_digest
 
 if TYPE_CHECKING:
     from .service import QuizService
@@ -47,7 +47,9 @@ HELP = {
     "week": ("moderator", "week add <chapter[.section]> [start] [end] [title] | week list | week cancel <id>",
              "topic weeks: restrict the picks to a chapter or section for a date range"),
     "post": ("moderator", "post [item-id]", "open a round now (a picked item, or the given one)"),
-    "skip": ("moderator", "skip", "skip the open round (not scored) or, with none open, the next scheduled one"),
+    "skip": ("moderator", "skip [next|YYYY-MM-DD]",
+             "skip the open round (not scored) or, with none open, the next scheduled one; again: the one after;"
+             " `skip next` skips the next scheduled round even while one is open, `skip 2026-11-26` that day's"),
     "close": ("moderator", "close", "close the open round now and reveal the answer"),
     "bank": ("moderator", "bank [search <words> | show <item-id> | chapter <n>]", "browse and preview the bank"),
     "summary": ("manager", "summary [week|month] [last]", "digest with a chart"),
@@ -69,6 +71,9 @@ class CommandRouter:
 
     async def dispatch(self, actor: Actor, where: ChannelRef, text: str) -> list[Message]:
         text = (text or "").strip()
+        typo = _command_typo(text)
+        if typo is not None:
+            return [error(typo)]
         if text.startswith("/quiz"):
             text = text[5:].strip()
         if not text:
@@ -95,9 +100,9 @@ class CommandRouter:
     def _read_only(ctx: Ctx) -> bool:
         return not ctx.args or (ctx.name == "week" and ctx.args[0].lower() == "list")
 
-    async def _channel(self, ctx: Ctx) -> Channel | None:
+    async def _channel(self, ctx: Ctx, *, readable_when_off: bool = False) -> Channel | None:
         ch = await self.svc.store.channels.by_ref(ctx.where)
-        return ch if ch and ch.enabled else None
+        return ch if ch and (ch.enabled or readable_when_off) else None
 
     def _not_enabled(self) -> list[Message]:
         return [error("The quiz is not enabled in this channel. A moderator can turn it on with `/quiz enable`.")]
@@ -126,7 +131,7 @@ class CommandRouter:
         return await self.svc.submit(ctx.actor, ctx.where, ctx.rest, explicit=True)
 
     async def cmd_leaderboard(self, ctx: Ctx) -> list[Message]:
-        ch = await self._channel(ctx)
+        ch = await self._channel(ctx, readable_when_off=True)  # scores are kept, so they can be read
         if ch is None:
             return self._not_enabled()
         word = ctx.args[0].lower() if ctx.args else "week"
@@ -135,11 +140,14 @@ class CommandRouter:
             return [error(f"Unknown period `{word}`: use one of {', '.join(PERIODS)}.")]
         board = await leaderboard(self.svc.store, ch, period, self.svc.clock.now(),
                                   limit=self.svc.settings.leaderboard_size)
-        return [Message(kind="leaderboard", title=f"Leaderboard: {board.title}", blocks=[Block(render_board(board))],
+        blocks = [Block(render_board(board))]
+        if not ch.enabled:
+            blocks.append(Block("(The quiz is off in this channel; these scores are kept.)"))
+        return [Message(kind="leaderboard", title=f"Leaderboard: {board.title}", blocks=blocks,
                         data={"period": period, "rows": [r.__dict__ for r in board.rows]})]
 
     async def cmd_me(self, ctx: Ctx) -> list[Message]:
-        ch = await self._channel(ctx)
+        ch = await self._channel(ctx, readable_when_off=True)
         if ch is None:
             return self._not_enabled()
         pid = await self.svc.store.players.find(ctx.actor.platform, ctx.actor.user_id)
@@ -156,9 +164,13 @@ class CommandRouter:
     # ------------------------------------------------------------------ moderators
 
     async def cmd_enable(self, ctx: Ctx) -> list[Message]:
-        ch = await self.svc.enable(ctx.where)
-        nxt = next_posting(ch.schedule, self.svc.clock.now())
-        when = f" Next round: {nxt.astimezone(zone(ch.schedule.timezone)):%a %d %b %H:%M}." if nxt else ""
+        current = await self._channel(ctx)
+        already = current is not None
+        ch = current if current is not None else await self.svc.enable(ctx.where)  # nothing to change
+        when = " " + await self.svc.next_round_text(ch)
+        if already:
+            return [info(f"The quiz is already enabled in this channel: {ch.schedule.describe()}.{when} "
+                         "`/quiz schedule` changes it.", title="Quiz already enabled")]
         return [info(f"The quiz is on in this channel: {ch.schedule.describe()}.{when} "
                      "Change it with `/quiz schedule`, or open a round now with `/quiz post`.", title="Quiz enabled")]
 
@@ -179,17 +191,21 @@ class CommandRouter:
         if ch is None:
             return self._not_enabled()
         if not ctx.args:
-            nxt = next_posting(ch.schedule, self.svc.clock.now())
-            when = f"\nNext round: {nxt.astimezone(zone(ch.schedule.timezone)):%a %d %b %H:%M}" if nxt else ""
-            return [info(f"{ch.schedule.describe()}{when}", title="Schedule")]
+            rnd = await self.svc.store.rounds.open_in(ch.id)
+            now_open = (f"\nRound {rnd.label} is open until {self.svc.when(ch, rnd.closes_at)} "
+                        f"({ch.schedule.timezone})." if rnd else "")
+            return [info(f"{ch.schedule.describe()}{now_open}\n{await self.svc.next_round_text(ch)}", title="Schedule")]
         sched, problems = parse_schedule(ctx.args, ch.schedule)
         if problems:
             return [error("Schedule not changed:\n" + "\n".join(f"- {p}" for p in problems)
                           + f"\nUsage: /quiz {HELP['schedule'][1]}")]
-        await self.svc.set_schedule(ch, sched)
-        nxt = next_posting(sched, self.svc.clock.now())
-        when = f" Next round: {nxt.astimezone(zone(sched.timezone)):%a %d %b %H:%M}." if nxt else ""
-        return [info(f"Schedule: {sched.describe()}.{when}", title="Schedule updated")]
+        ch = await self.svc.set_schedule(ch, sched)
+        rnd = await self.svc.store.rounds.open_in(ch.id)
+        keeps = (f" Round {rnd.label} stays open until {self.svc.when(ch, rnd.closes_at)} ({sched.timezone}) as "
+                 "announced; the new schedule applies from the next round on." if rnd else
+                 " It applies from the next posting time on.")
+        return [info(f"Schedule: {sched.describe()}.{keeps} {await self.svc.next_round_text(ch)}",
+                     title="Schedule updated")]
 
     async def cmd_week(self, ctx: Ctx) -> list[Message]:
         ch = await self._channel(ctx)
@@ -201,8 +217,10 @@ class CommandRouter:
             weeks = await self.svc.store.weeks.upcoming(ch.id, today)
             if not weeks:
                 return [info("No topic weeks planned. `/quiz week add 3` makes next week about chapter 3.")]
+            running = await self.svc.store.weeks.active(ch.id, today)  # the one picks and the topic board use
             return [info("\n".join(f"#{w.id}: {w.start} to {w.end}: {w.title or 'chapter ' + w.scope}"
-                                   f"{'  (running)' if w.covers(today) else ''}" for w in weeks), title="Topic weeks")]
+                                   f"{'  (running)' if running and w.id == running.id else ''}" for w in weeks),
+                         title="Topic weeks")]
         if sub == "cancel":
             if len(ctx.args) < 2 or not ctx.args[1].lstrip("#").isdigit():
                 return [error("Usage: /quiz week cancel <id> (see `/quiz week list`).")]
@@ -245,6 +263,14 @@ class CommandRouter:
             start, end = dates[0], dates[-1]
         if end < start:
             return [error(f"The topic week ends ({end}) before it starts ({start}).")]
+        if end < today:
+            return [error(f"The topic week {start} to {end} is wholly in the past (today is {today}): "
+                          "give a range that ends today or later.")]
+        clash = await self.svc.store.weeks.overlapping(ch.id, start, end)
+        if clash:
+            names = "; ".join(f"#{w.id} {w.title or 'chapter ' + w.scope} ({w.start} to {w.end})" for w in clash)
+            return [error(f"Topic weeks may not overlap: {start} to {end} clashes with {names}. Pick other dates, or "
+                          f"`/quiz week cancel {clash[0].id}` first.")]
         title = " ".join(rest) or outline_title(scope) or f"chapter {scope}"
         playable = sum(1 for it in items if self.svc.playable(it))
         async with self.svc.db.transaction():
@@ -266,10 +292,23 @@ class CommandRouter:
                               + (f" Did you mean {', '.join(close)}?" if close else ""))]
             if not self.svc.playable(item):
                 return [error(f"`{item.id}` needs a {item.requires} runner, and none is configured.")]
+        before = await self.svc.store.rounds.open_in(ch.id)
         rnd = await self.svc.open_round(ch, item=item, by=ctx.actor.display)
         if rnd is None:
             return [error("No question could be picked: the bank has nothing the configured runners can grade.")]
-        return [info(f"Round #{rnd.id} is open ({rnd.item_id}).", ephemeral=True)]
+        lines = [f"Round {rnd.label} is open ({rnd.item_id}) until {self.svc.when(ch, rnd.closes_at)}"
+                 f" ({ch.schedule.timezone})."]
+        if before is not None:
+            lines.append(f"Round {before.label} was closed first.")
+        if rnd.scheduled:
+            lines.append(f"It is the scheduled round of {rnd.local_date:%a %d %b}: no other round is posted that day.")
+        over = await self.svc.passed_over(ch, rnd.closes_at)
+        if over:
+            lines.append(f"While it is open, the scheduled round{'s' if len(over) > 1 else ''} of "
+                         f"{', '.join(f'{s.day:%a %d %b}' for s in over)} {'are' if len(over) > 1 else 'is'} not "
+                         "posted (a round is never closed early).")
+        lines.append(await self.svc.next_round_text(ch))
+        return [info(" ".join(lines), ephemeral=True)]
 
     async def cmd_close(self, ctx: Ctx) -> list[Message]:
         ch = await self._channel(ctx)
@@ -279,28 +318,29 @@ class CommandRouter:
         if rnd is None:
             return [error("There is no open round to close.")]
         await self.svc.close_round(rnd, status="closed", by=ctx.actor.display)
-        return [info(f"Round #{rnd.id} closed.", ephemeral=True)]
+        return [info(f"Round {rnd.label} closed. {await self.svc.next_round_text(ch)}", ephemeral=True)]
 
     async def cmd_skip(self, ctx: Ctx) -> list[Message]:
         ch = await self._channel(ctx)
         if ch is None:
             return self._not_enabled()
+        word = ctx.args[0].lower() if ctx.args else ""
+        day: date | None = None
+        if word not in ("", "next"):
+            try:
+                day = date.fromisoformat(word)
+            except ValueError:
+                return [error(f"Usage: /quiz {HELP['skip'][1]}")]
         rnd = await self.svc.store.rounds.open_in(ch.id)
-        if rnd is not None:
+        if not word and rnd is not None:
             await self.svc.close_round(rnd, status="skipped", by=ctx.actor.display)
-            return [info(f"Round #{rnd.id} skipped; its answers are not scored.", ephemeral=True)]
-        now = self.svc.clock.now()
-        nxt = next_posting(ch.schedule, now)
-        if nxt is None:
-            return [error("No round is open and none is scheduled.")]
-        day = local_date(ch.schedule, nxt)
-        async with self.svc.db.transaction():
-            rid = await self.svc.store.rounds.insert(channel_id=ch.id, item_id=None, local_date=day, scheduled=True,
-                                                     status="skipped", opened_at=now, closes_at=now,
-                                                     opened_by=ctx.actor.display)
-        if rid is None:
-            return [error(f"The round of {day} is already posted or skipped.")]
-        return [info(f"The scheduled round of {day:%a %d %b} will not be posted.")]
+            return [info(f"Round {rnd.label} skipped; its answers are not scored. "
+                         f"{await self.svc.next_round_text(ch)}", ephemeral=True)]
+        slot, why = await self.svc.skip_scheduled(ch, day, ctx.actor.display)
+        if slot is None:
+            return [error(why)]
+        return [info(f"The scheduled round of {self.svc.when(ch, slot.start)} ({ch.schedule.timezone}) will not be "
+                     f"posted. {await self.svc.next_round_text(ch)}")]
 
     async def cmd_bank(self, ctx: Ctx) -> list[Message]:
         bank = self.svc.bank
@@ -367,9 +407,25 @@ class CommandRouter:
         data = await export_csv(self.svc.store, ch, start, end)
         rows = data.count(b"\n") - 1
         label = "all time" if start is None else f"{start} to {end}"
+        fname = f"quiz-scores-{period}.csv" if start is None else f"quiz-scores-{period}-{start}.csv"
         return [Message(kind="export", title="Score export", ephemeral=True,
-                        blocks=[Block(f"{rows} scored answers, {label}.")],
-                        files=[Attachment(f"quiz-scores-{period}.csv", data, "text/csv")])]
+                        blocks=[Block(f"{rows} scored answers, {label}."), Block(CSV_NOTE)],
+                        files=[Attachment(fname, data, "text/csv")])]
+
+
+def _command_typo(text: str) -> str | None:
+    """`/quizz help`, `/quizhelp`, `/qiuz me`: what was meant, instead of running `/quiz z`."""
+    m = re.match(r"/(\S+)(.*)", text, re.DOTALL)
+    if m is None or m.group(1).lower() == "quiz":
+        return None
+    word, rest = m.group(1).lower(), m.group(2).split()
+    sub = rest[0].lower() if rest else ""
+    if word.startswith("quiz") and word[4:] in HELP:  # "/quizhelp"
+        sub = word[4:]
+    elif not difflib.get_close_matches(word, ["quiz"], n=1, cutoff=0.6):
+        return f"Unknown command `/{m.group(1)}`: quiz commands start with `/quiz` (try `/quiz help`)."
+    meant = f"/quiz {sub}" if sub in HELP else "/quiz help"
+    return f"Unknown command `/{m.group(1)}`. Did you mean `{meant}`?"
 
 
 def _period_args(args: list[str], allowed_periods: tuple[str, ...], default: str) -> tuple[str, bool, bool]:

@@ -2,10 +2,15 @@
 
 Every answer is in SQLite before it is sent. The worker claims due answers (queued ->
 grading), grades them outside the database lock, and records the grade, the score rows and the
-player's result message in one transaction (grading -> graded). An unreachable runner puts the
-answer back in the queue with a backoff and costs nothing; an `internal` verdict is retried a
-few times, then the answer is given up without a score. After a restart, answers left in
-`grading` go back to the queue (`Store.answers.reset_grading`).
+player's result message in one transaction (grading -> graded). Results stream: whatever has
+been graded when a write starts is written together, so no result waits for a slower answer of
+the same claim. An unreachable runner puts the answer back in the queue until the runner's next
+health probe (the backoff is per runner outage, `RunnerPool`) and costs nothing; an `internal`
+verdict is retried a few times, then the answer is given up without a score. A storage fault
+(disk full, read-only file) puts the answers back in the queue, keeps their grades in memory
+and tries again with a backoff, logging the fault once; an answer whose row alone cannot be
+written is given up. After a restart, answers left in `grading` go back to the queue
+(`Store.answers.reset_grading`).
 """
 from __future__ import annotations
 
@@ -22,10 +27,11 @@ from questionbank.model import Item
 from questionbank.render import VERDICT_LABEL, render_result
 from runner.protocol import ProtocolError, Result
 
+from ..storage.faults import fault_kind
 from ..storage.repos import Store
 from .clock import Clock, iso
 from .models import UNGRADED, Answer, Block, Channel, Grade, Message, Round
-from .runners import RunnerPool, RunnerUnavailable
+from .runners import RunnerPool, RunnerUnavailable, RunnerWaiting
 from .scoring import Attempt, ScoringRules, attempt_fraction, player_round
 from .settings import GradingSettings
 
@@ -57,53 +63,170 @@ class Grader:
         self.on_change = on_change or (lambda: None)
         self._backoff = settings.retry_s
         self._sem = asyncio.Semaphore(max(1, settings.concurrency))
+        pool.configure(now=clock.now, retry_s=settings.retry_s,
+                       retry_max_s=min(settings.retry_max_s, settings.probe_max_s))
+        self._runner_back = False
+        pool.on_up = self._on_runner_up
+        # a storage fault: grades decided but not stored (by answer id), answers that could not
+        # even be put back in the queue, and when to write again
+        self._held: dict[int, tuple[Answer, Round, Grade]] = {}
+        self._stuck: set[int] = set()
+        self._store_retry_at: datetime | None = None
+        self._store_backoff = 0.0
+
+    def _on_runner_up(self, _slot: Any) -> None:
+        self._runner_back = True
+
+    def wait_s(self) -> float | None:
+        """Seconds until the worker has something of its own to do (a storage retry, a runner
+        probe), or None."""
+        now = self.clock.now()
+        at = [t for t in (self._store_retry_at, self.pool.next_probe()) if t is not None]
+        if not at:
+            return None
+        return max(0.0, (min(at) - now).total_seconds())
 
     # ------------------------------------------------------------------ worker
 
     async def grade_due(self, max_rounds: int = 1000) -> int:
-        """Grade every answer that is due now; returns how many reached a final state."""
-        done = 0
-        for _ in range(max_rounds):
-            now = self.clock.now()
-            ids = await self.store.answers.due_ids(now, self.settings.batch)
-            if not ids:
-                break
+        """Grade every answer that is due now (and those that fall due meanwhile); returns how
+        many reached a final state.
+
+        Up to `batch` answers are claimed and in flight at once (`concurrency` of them at the
+        runner); each time some finish, those finished are recorded together and more are
+        claimed. A result is written and handed to the outbox as soon as it is graded, never
+        held back for a slower answer of the same claim."""
+        if self._store_retry_at is not None and self.clock.now() < self._store_retry_at:
+            return 0  # storage fault: wait for the backoff
+        if self._stuck and not await self._put_back_stuck():
+            return 0
+        if self.pool.next_probe() is not None:
+            await self.pool.probe_due()
+        if self._runner_back:
+            self._runner_back = False
+            async with self.store.db.transaction():  # everything waiting for the runner is due now
+                await self.store.answers.due_now(self.clock.now())
+        until = self.pool.all_waiting()
+        if until is not None:  # no runner now: what needs one waits for the probe, in one statement
             async with self.store.db.transaction():
-                claimed = await self.store.answers.claim(ids)
-            if not claimed:
-                continue
-            prepared = await asyncio.gather(*(self._guarded(i) for i in claimed))
-            outcomes = [p for p in prepared if isinstance(p, GradeOutcome)]
-            ready = [p for p in prepared if not isinstance(p, GradeOutcome)]
-            if ready:
-                outcomes += await self._record_isolated(ready)
-            done += sum(1 for o in outcomes if o.state in ("graded", "abandoned"))
-            if any(o.state == "unavailable" for o in outcomes):
-                # the runner is down: wait longer next time, leave the rest for after the backoff
-                self._backoff = min(self.settings.retry_max_s, self._backoff * 2)
-                break
+                await self.store.answers.postpone_runner_work(self.clock.now(), until)
+        done = 0
+        claims = 0
+        window = max(1, self.settings.batch)
+        in_flight: dict[asyncio.Task[Any], int] = {}
+        try:
+            while True:
+                storage_ok = self._store_retry_at is None or self.clock.now() >= self._store_retry_at
+                if len(in_flight) < window and claims < max_rounds and storage_ok:
+                    ids = await self.store.answers.due_ids(self.clock.now(), window - len(in_flight))
+                    if ids:
+                        claims += 1
+                        async with self.store.db.transaction():
+                            claimed = await self.store.answers.claim(ids)
+                        for i in claimed:
+                            in_flight[asyncio.ensure_future(self._guarded(i))] = i
+                if not in_flight:
+                    break
+                finished, _ = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
+                prepared = []
+                for task in finished:
+                    del in_flight[task]
+                    prepared.append(task.result())
+                outcomes = [p for p in prepared if isinstance(p, GradeOutcome)]
+                ready = [p for p in prepared if not isinstance(p, GradeOutcome)]
+                if ready:
+                    outcomes += await self._record_isolated(ready)
+                done += sum(1 for o in outcomes if o.state in ("graded", "abandoned"))
+        except Exception:
+            self._stuck.update(in_flight.values())  # put back in the queue by the next pass
+            raise
+        finally:
+            for task in in_flight:  # cancelled (shutdown): they stay in `grading`, re-queued at start
+                task.cancel()
         return done
 
     async def _record_isolated(self, ready: list[tuple[Answer, Round, Grade]]) -> list[GradeOutcome]:
-        """Record a batch; if the batch cannot be stored, record its answers one by one, so one
-        answer that cannot be stored never keeps the others in `grading`."""
+        """Record a batch. A storage fault (it hits every write) puts the whole batch back in the
+        queue with its grades kept (`_hold`). Any other failure: record the answers one by one, so
+        one answer that cannot be stored never keeps the others in `grading`; an answer that alone
+        cannot be stored is given up, unless every answer of the batch fails the same way, which
+        is the storage's fault too."""
         try:
-            return await self.record_many(ready)
-        except Exception:  # noqa: BLE001 - isolate below
-            log.exception("storing a batch of %d grades failed; storing them one by one", len(ready))
+            out = await self.record_many(ready)
+        except Exception as exc:  # noqa: BLE001 - classified and isolated below
+            if fault_kind(exc) is not None:
+                return await self._hold(ready, exc)
+            log.warning("storing a batch of %d grades failed (%s: %s); storing them one by one",
+                        len(ready), type(exc).__name__, exc)
+        else:
+            self._stored()
+            return out
         outcomes: list[GradeOutcome] = []
+        failed: list[tuple[tuple[Answer, Round, Grade], BaseException]] = []
+        wrote = False
         for entry in ready:
             try:
                 outcomes += await self.record_many([entry])
-            except Exception as exc:  # noqa: BLE001 - this answer alone is given up
-                log.exception("storing the grade of answer %s failed", entry[0].id)
-                try:
-                    outcomes.append(await self._abandon(
-                        entry[0].id, f"its result could not be stored ({type(exc).__name__})"))
-                except Exception:  # noqa: BLE001 - storage is down: it is re-queued at restart
-                    log.exception("giving up answer %s failed too", entry[0].id)
-                    outcomes.append(GradeOutcome(entry[0].id, "queued"))
+                wrote = True
+            except Exception as one:  # noqa: BLE001
+                if fault_kind(one) is not None:
+                    outcomes += await self._hold([entry], one)
+                else:
+                    failed.append((entry, one))
+        if len(failed) > 1 and len(failed) == len(ready) and len({type(e).__name__ for _, e in failed}) == 1:
+            return outcomes + await self._hold([f[0] for f in failed], failed[0][1])
+        for entry, err in failed:  # this answer alone is given up
+            log.error("storing the grade of answer %s failed; giving it up", entry[0].id,
+                      exc_info=(type(err), err, err.__traceback__))
+            try:
+                outcomes.append(await self._abandon(
+                    entry[0].id, f"its result could not be stored ({type(err).__name__})"))
+            except Exception as err2:  # noqa: BLE001 - storage is down after all
+                outcomes += await self._hold([entry], err2)
+        if wrote:
+            self._stored()
         return outcomes
+
+    async def _hold(self, entries: list[tuple[Answer, Round, Grade]], exc: BaseException) -> list[GradeOutcome]:
+        """The storage failed: keep the grades in memory, put the answers back in the queue (or,
+        if even that fails, remember them), and wait before the next write: 0.5 s doubling up
+        to 30 s. Logged once per fault, with the cause and the fix."""
+        msg = self.store.db.faults.report(exc, "storing grades")
+        if msg is None:  # every answer failed the same way, but not with a storage error
+            log.error("storing %d grades failed the same way (%s: %s); keeping them queued",
+                      len(entries), type(exc).__name__, exc)
+        self._store_backoff = min(30.0, max(0.5, self._store_backoff * 2))
+        self._store_retry_at = self.clock.now() + timedelta(seconds=self._store_backoff)
+        ids = [e[0].id for e in entries]
+        for e in entries:
+            self._held[e[0].id] = e
+        try:
+            async with self.store.db.transaction():
+                await self.store.answers.requeue_many(ids, self._store_retry_at)
+        except Exception:  # noqa: BLE001 - still `grading` in the file: put back when it works
+            self._stuck.update(ids)
+        return [GradeOutcome(i, "queued") for i in ids]
+
+    def _stored(self) -> None:
+        self.store.db.faults.ok()  # grades were written: a storage fault is over
+        if self._store_retry_at is not None or self._store_backoff:
+            self._store_retry_at = None
+            self._store_backoff = 0.0
+
+    async def _put_back_stuck(self) -> bool:
+        """Put answers that a storage fault left in `grading` back in the queue."""
+        ids = sorted(self._stuck)
+        try:
+            async with self.store.db.transaction():
+                await self.store.answers.requeue_many(ids, self.clock.now())
+        except Exception as exc:  # noqa: BLE001
+            if self.store.db.faults.report(exc, "putting answers back in the queue") is None:
+                log.exception("putting answers %s back in the queue failed", ids)
+            self._store_backoff = min(30.0, max(0.5, self._store_backoff * 2))
+            self._store_retry_at = self.clock.now() + timedelta(seconds=self._store_backoff)
+            return False
+        self._stuck.clear()
+        return True
 
     async def _guarded(self, answer_id: int) -> "GradeOutcome | tuple[Answer, Round, Grade]":
         async with self._sem:
@@ -126,7 +249,11 @@ class Grader:
         give it up when that is not possible now."""
         answer = await self.store.answers.get(answer_id)
         if answer is None or answer.state != "grading":
+            self._held.pop(answer_id, None)
             return GradeOutcome(answer_id, "gone")
+        held = self._held.pop(answer_id, None)
+        if held is not None:  # graded before a storage fault: no second runner call
+            return answer, held[1], held[2]
         rnd = await self.store.rounds.get(answer.round_id)
         item = self.bank.items.get(rnd.item_id) if rnd and rnd.item_id else None
         if rnd is None or item is None:
@@ -134,23 +261,25 @@ class Grader:
         try:
             grade = await self.compute(answer.content, rnd, item, answer_id)
         except RunnerUnavailable as exc:
-            log.warning("runner unavailable for answer %s: %s", answer_id, exc)
-            await self._requeue(answer_id, count_try=False)
+            # wait for the runner's next health probe (the pool logs each outage once)
+            at = exc.retry_at if isinstance(exc, RunnerWaiting) else self.pool.next_probe()
+            log.debug("runner unavailable for answer %s: %s", answer_id, exc)
+            # no outage to wait for (no runner can take this job at all): try again much later
+            await self._requeue(answer_id, count_try=False, at=at, delay=self.settings.retry_max_s)
             return GradeOutcome(answer_id, "unavailable")
         except NeedsRetry as exc:
             tries = await self._requeue(answer_id, count_try=True, delay=self.settings.retry_s)
             if tries >= self.settings.internal_retries:
                 return await self._abandon_after_retries(answer_id, str(exc))
             return GradeOutcome(answer_id, "queued")
-        self._backoff = self.settings.retry_s  # the runner answered: reset the backoff
         return answer, rnd, grade
 
-    async def _requeue(self, answer_id: int, *, count_try: bool, delay: float | None = None) -> int:
-        if delay is None:
-            delay = self._backoff
+    async def _requeue(self, answer_id: int, *, count_try: bool, delay: float | None = None,
+                       at: datetime | None = None) -> int:
+        if at is None:
+            at = self.clock.now() + timedelta(seconds=self._backoff if delay is None else delay)
         async with self.store.db.transaction():
-            return await self.store.answers.requeue(
-                answer_id, self.clock.now() + timedelta(seconds=delay), count_try=count_try)
+            return await self.store.answers.requeue(answer_id, at, count_try=count_try)
 
     async def _abandon_after_retries(self, answer_id: int, why: str) -> GradeOutcome:
         async with self.store.db.transaction():

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 
 from ..storage.repos import Store
-from .models import Channel, LeaderboardRow, PlayerCard, Round, TopicWeek
+from .models import Channel, LeaderboardRow, PlayerCard, Round, TopicWeek, plural
 from .scheduler import local_date, week_bounds
 
 
@@ -79,7 +79,7 @@ async def totals(store: Store, channel: Channel, period: str, now: datetime,
         rnd = await store.rounds.get(round_id) if round_id else await current_round(store, channel.id)
         if rnd is None:
             return "This round", [], "No round has been played in this channel yet."
-        return f"Round #{rnd.id} ({rnd.item_id}, {rnd.local_date})", await _round_totals(store, rnd.id), ""
+        return f"Round {rnd.label} ({rnd.item_id}, {rnd.local_date})", await _round_totals(store, rnd.id), ""
     if period == "week":
         start, end = week_bounds(today)
         return f"This week ({start} to {end})", await range_totals(store, channel.id, start, end), ""
@@ -108,7 +108,8 @@ def render_board(board: Board) -> str:
     if not board.rows:
         return board.note
     width = max(len(r.name) for r in board.rows)
-    lines = [f"{r.rank:>3}. {r.name:<{width}}  {r.points:>8g} pts  {r.solved} solved  {r.attempts} attempts"
+    lines = [f"{r.rank:>3}. {r.name:<{width}}  {r.points:>8g} pts  {r.solved} solved  "
+             f"{plural(r.attempts, 'attempt')}"
              for r in board.rows]
     if board.note:
         lines.append(board.note)
@@ -150,11 +151,16 @@ async def player_card(store: Store, channel: Channel, player_id: int, now: datet
         "SELECT COUNT(DISTINCT round_id), COALESCE(MAX(streak), 0) FROM scores WHERE channel_id = ? AND player_id = ?",
         (channel.id, player_id))
     streak = await current_streak(store, channel.id, player_id, None)
+    # a chapter is a strength only when something in it was solved, and a weakness only when
+    # it trails the best one: nothing solved yet is no "Strongest: chapter 2: 0%"
+    strongest = [r for r in rates if r[1] > 0][:2]
+    best = rates[0][1] if rates else 0.0
+    weakest = [r for r in reversed(rates) if r not in strongest and r[1] < best][:2] if strongest else []
     return PlayerCard(
         name=name, points=mine.points if mine else 0.0, solved=mine.solved if mine else 0,
         attempts=mine.attempts if mine else 0, rounds_played=int(extra[0]) if extra else 0,
         streak=streak, best_streak=int(extra[1]) if extra else 0, rank=mine.rank if mine else None,
-        strongest=rates[:2], weakest=list(reversed(rates[-2:])) if len(rates) > 2 else [],
+        strongest=strongest, weakest=weakest,
     )
 
 

@@ -70,6 +70,8 @@ class Channel:
     enabled: bool
     schedule: Schedule
     scoring: dict[str, Any] = field(default_factory=dict)  # per-channel overrides
+    # the schedule applies to posting times from this instant on (enable or last schedule change)
+    schedule_since: datetime | None = None
 
 
 @dataclass
@@ -110,6 +112,13 @@ class Round:
     expected_output: str | None = None
     opened_by: str = ""
     message_ref: str | None = None
+    number: int | None = None  # per channel, counting posted rounds only (what players see: "#3")
+    reason: str = ""  # a day without a question: skipped | missed | nothing
+
+    @property
+    def label(self) -> str:
+        """`#N` as players know the round."""
+        return f"#{self.number if self.number is not None else self.id}"
 
 
 @dataclass
@@ -261,3 +270,8 @@ def error(text: str) -> Message:
 
 def denied(text: str) -> Message:
     return Message(kind="denied", blocks=[Block(text)], ephemeral=True)
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """`1 answer`, `2 answers`, `0 players`: counts in messages read as English."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"

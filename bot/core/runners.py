@@ -3,13 +3,20 @@
 The runner client (runner/client.py) speaks HTTP to one runner; this pool knows which runner
 can take which job (`cuda` jobs only to runners that reported a device), fails over when one
 is unreachable, and tells the scheduler what the runners can grade at all.
+
+Backoff is per runner outage, not per answer: the first failed call marks the runner down and
+sets when it is probed next (`retry_s`, doubling up to `retry_max_s` with each failed probe);
+until then jobs for it fail at once without a call, and the answers wait for that moment. A
+probe is a health check; when it answers, the runner is up and everything waiting is graded.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 from dataclasses import dataclass
-from typing import Any, Protocol
+from datetime import UTC, datetime, timedelta
+from typing import Any, Callable, Protocol
 
 from runner.client import RunnerUnavailable  # torch-free
 from runner.protocol import Capabilities, Verdict  # torch-free
@@ -30,16 +37,99 @@ class RunnerSlot:
     cuda: bool | None = None  # None: not known yet (health never answered)
     cuda_hint: bool = False  # what the config says, used until health answers
     reachable: bool = True
+    retry_at: datetime | None = None  # down: when it is probed next (None: up)
+    backoff_s: float = 0.0  # down: the wait before that probe
+    down_since: datetime | None = None
 
     @property
     def has_cuda(self) -> bool:
         return self.cuda if self.cuda is not None else self.cuda_hint
 
 
+class RunnerWaiting(RunnerUnavailable):
+    """Every runner that could take the job is down and not due for a probe before `retry_at`."""
+
+    def __init__(self, message: str, retry_at: datetime) -> None:
+        super().__init__(message)
+        self.retry_at = retry_at
+
+
 class RunnerPool:
-    def __init__(self, slots: list[RunnerSlot]) -> None:
+    def __init__(self, slots: list[RunnerSlot], *, retry_s: float = 5.0, retry_max_s: float = 30.0) -> None:
         self.slots = slots
         self._rr = itertools.count()
+        self.retry_s = retry_s
+        self.retry_max_s = retry_max_s
+        self.now: Callable[[], datetime] = lambda: datetime.now(UTC)
+        self.on_up: Callable[[RunnerSlot], None] = lambda slot: None  # a runner answered again
+
+    def configure(self, *, now: Callable[[], datetime], retry_s: float, retry_max_s: float) -> None:
+        """The clock and backoff of the service using this pool (the core's clock in tests)."""
+        self.now = now
+        self.retry_s = max(0.01, retry_s)
+        self.retry_max_s = max(self.retry_s, retry_max_s)
+
+    # ---------------------------------------------------------------- outages
+
+    def _down(self, slot: RunnerSlot, exc: object) -> None:
+        """A call to the runner failed. The first failure of an outage sets the first probe; a
+        failure at or after the probe time (a failed probe) doubles the wait; failures of calls
+        that were already under way when the outage began change nothing."""
+        now = self.now()
+        slot.reachable = False
+        if slot.retry_at is None:
+            slot.down_since = now
+            slot.backoff_s = self.retry_s
+            log.warning("runner %s is unreachable (%s); answers wait, probing its health in %.0f s",
+                        slot.name, exc, slot.backoff_s)
+        elif now >= slot.retry_at:
+            slot.backoff_s = min(self.retry_max_s, max(self.retry_s, slot.backoff_s * 2))
+            log.info("runner %s still unreachable (%s); next probe in %.0f s", slot.name, exc, slot.backoff_s)
+        else:
+            return
+        slot.retry_at = now + timedelta(seconds=slot.backoff_s)
+
+    def _up(self, slot: RunnerSlot) -> None:
+        slot.reachable = True
+        if slot.retry_at is not None:
+            since = slot.down_since
+            slot.retry_at = None
+            slot.backoff_s = 0.0
+            slot.down_since = None
+            log.info("runner %s answers again%s; grading what waited", slot.name,
+                     f" after {(self.now() - since).total_seconds():.1f} s" if since else "")
+            self.on_up(slot)
+
+    def waiting(self, slot: RunnerSlot) -> bool:
+        """Down, and its next probe is not due yet."""
+        return slot.retry_at is not None and self.now() < slot.retry_at
+
+    def all_waiting(self) -> datetime | None:
+        """When every runner is down and none is due for a probe: the first probe; else None."""
+        if not self.slots or not all(self.waiting(s) for s in self.slots):
+            return None
+        return self.next_probe()
+
+    def next_probe(self) -> datetime | None:
+        due = [s.retry_at for s in self.slots if s.retry_at is not None]
+        return min(due) if due else None
+
+    async def probe_due(self) -> bool:
+        """Health-check every down runner whose probe is due; True when one of them is back."""
+        back = False
+        for slot in self.slots:
+            if slot.retry_at is None or self.waiting(slot):
+                continue
+            try:
+                health = await slot.client.health()
+            except Exception as exc:  # noqa: BLE001 - any failure means "still down"
+                self._down(slot, exc)
+                continue
+            with contextlib.suppress(Exception):
+                slot.cuda = Capabilities.from_health(health).can_run("cuda")
+            self._up(slot)
+            back = True
+        return back
 
     @classmethod
     def single(cls, client: GradingClient, *, name: str = "runner", cuda: bool | None = None) -> "RunnerPool":
@@ -51,11 +141,12 @@ class RunnerPool:
             try:
                 health = await slot.client.health()
             except Exception as exc:  # noqa: BLE001 - any failure means "not known now"
-                log.warning("runner %s: health check failed: %s", slot.name, exc)
-                slot.reachable = False
+                if slot.retry_at is None:
+                    log.warning("runner %s: health check failed: %s", slot.name, exc)
+                self._down(slot, exc)
                 continue
-            slot.reachable = True
             slot.cuda = Capabilities.from_health(health).can_run("cuda")
+            self._up(slot)
 
     def needs_refresh(self) -> bool:
         """A runner that was down at start (or since) is asked again, so a GPU runner that comes
@@ -85,21 +176,38 @@ class RunnerPool:
             raise RunnerUnavailable(f"no runner can grade {job.get('requires')} jobs")
         start = next(self._rr) % len(capable)
         order = capable[start:] + capable[:start]
-        # reachable runners first, but still try the others: they may be back
+        # reachable runners first, then those due for a probe; those waiting for theirs are not called
         order.sort(key=lambda s: not s.reachable)
+        waiting = [s for s in order if self.waiting(s)]
+        order = [s for s in order if not self.waiting(s)]
+        if not order:
+            first = min(s.retry_at for s in waiting if s.retry_at is not None)
+            raise RunnerWaiting(f"{', '.join(s.name for s in waiting)} unreachable; next probe at "
+                                f"{first:%H:%M:%S}", first)
         last: Exception | None = None
         for slot in order:
+            if slot.retry_at is not None:  # due for a probe: ask its health before sending work
+                try:
+                    await slot.client.health()
+                except Exception as exc:  # noqa: BLE001
+                    self._down(slot, exc)
+                    last = RunnerUnavailable(f"{slot.name}: {exc}")
+                    continue
             try:
                 result = await slot.client.grade(job)
             except RunnerUnavailable as exc:
-                slot.reachable = False
+                self._down(slot, exc)
                 last = exc
                 continue
-            slot.reachable = True
+            self._up(slot)
             if result.get("verdict") == Verdict.UNSUPPORTED.value:
                 if need_cuda:
                     slot.cuda = False  # it told us it has no device: route elsewhere from now on
                 last = RunnerUnavailable(f"{slot.name} cannot run this job: {result.get('message')}")
                 continue
             return result
+        nxt = [s.retry_at for s in capable if s.retry_at is not None]
+        if nxt and all(s.retry_at is not None for s in capable):
+            raise RunnerWaiting(str(last) if last else "no runner answered", min(nxt))
         raise RunnerUnavailable(str(last) if last else "no runner answered")
+

@@ -1,16 +1,17 @@
 """When a channel's next round opens, and which item it gets.
 
-Pure functions over the channel's schedule and the clock: the service's tick asks `due_date`
-and opens the day's round (the storage's unique key makes that idempotent), so a bot that was
-down at posting time still posts later in the same window, and never twice.
+Pure functions over the channel's schedule and the clock: the service's tick asks
+`current_slot` and opens that posting day's round (the storage's unique key makes that
+idempotent), so a bot that was down at posting time still posts later in the same window, and
+never twice; `next_round` is the one answer to "when is the next round?".
 """
 from __future__ import annotations
 
 import random
 import zlib
+from collections.abc import Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
-from typing import Iterable, Mapping
+from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from questionbank.model import Item
@@ -32,32 +33,95 @@ def local_date(schedule: Schedule, now: datetime) -> date:
 def posting_at(schedule: Schedule, d: date) -> datetime:
     """The UTC instant of the posting time on local date `d` (zoneinfo handles DST)."""
     local = datetime.combine(d, schedule.post_time, tzinfo=zone(schedule.timezone))
-    return local.astimezone(timezone.utc)
+    return local.astimezone(UTC)
 
 
-def due_date(schedule: Schedule, now: datetime) -> date | None:
-    """The local date whose scheduled round should be open now, if any: a posting weekday,
-    past the posting time and still inside the round's open window."""
-    today = local_date(schedule, now)
-    if today.weekday() not in schedule.weekdays:
-        return None
-    start = posting_at(schedule, today)
-    if start <= now < start + timedelta(minutes=schedule.duration_min):
-        return today
+@dataclass(frozen=True)
+class Slot:
+    """One posting day's scheduled round: it may be posted from `start` until `end` (UTC).
+
+    `end` is the start plus the round's duration, but never past the next posting day's start,
+    so windows never overlap and a scheduled round is never cut short by the next one. `opens`
+    is when it will really be posted: its start, or later when a round that is open then keeps
+    its announced end (the scheduler never closes a round early; the day's round waits)."""
+
+    day: date
+    start: datetime
+    end: datetime
+    opens: datetime
+
+    @property
+    def waits(self) -> bool:
+        return self.opens > self.start
+
+
+def _next_weekday(schedule: Schedule, d: date) -> date | None:
+    for i in range(1, 8):
+        nxt = d + timedelta(days=i)
+        if nxt.weekday() in schedule.weekdays:
+            return nxt
     return None
 
 
-def next_posting(schedule: Schedule, now: datetime) -> datetime | None:
-    """The next posting instant at or after `now` (None when no weekday is set)."""
+def slot_for(schedule: Schedule, d: date) -> Slot:
+    start = posting_at(schedule, d)
+    end = start + timedelta(minutes=schedule.duration_min)
+    nxt = _next_weekday(schedule, d)
+    if nxt is not None:
+        end = min(end, posting_at(schedule, nxt))
+    return Slot(day=d, start=start, end=end, opens=start)
+
+
+def _lookback_days(schedule: Schedule) -> int:
+    return schedule.duration_min // 1440 + 2
+
+
+def current_slot(schedule: Schedule, now: datetime) -> Slot | None:
+    """The posting day whose window contains `now`, if any (a window may cross local midnight:
+    23:30 for 2 hours is still Monday's round at 00:15 on Tuesday)."""
+    today = local_date(schedule, now)
+    for i in range(_lookback_days(schedule) + 1):
+        d = today - timedelta(days=i)
+        if d.weekday() not in schedule.weekdays:
+            continue
+        s = slot_for(schedule, d)
+        if s.start <= now:
+            return s if now < s.end else None
+    return None
+
+
+def slots_between(schedule: Schedule, first: date, last: date) -> Iterator[Slot]:
+    """Every posting day's slot from local date `first` to `last`, in order."""
+    d = first
+    while d <= last:
+        if d.weekday() in schedule.weekdays:
+            yield slot_for(schedule, d)
+        d += timedelta(days=1)
+
+
+def upcoming_slots(schedule: Schedule, now: datetime, *, taken: Container[date], since: datetime | None = None,
+                   horizon_days: int = 400) -> Iterator[Slot]:
+    """Pending scheduled rounds in order: posting days not taken (posted, skipped or missed) whose
+    window has not ended, counting only posting times at or after `since` (the schedule's start)."""
     if not schedule.weekdays:
-        return None
-    d = local_date(schedule, now)
-    for i in range(8):
-        day = d + timedelta(days=i)
-        if day.weekday() in schedule.weekdays:
-            at = posting_at(schedule, day)
-            if at >= now:
-                return at
+        return
+    today = local_date(schedule, now)
+    for s in slots_between(schedule, today - timedelta(days=_lookback_days(schedule)),
+                           today + timedelta(days=horizon_days)):
+        if s.end <= now or s.day in taken or (since is not None and s.start < since):
+            continue
+        yield s
+
+
+def next_round(schedule: Schedule, now: datetime, *, taken: Container[date], since: datetime | None = None,
+               open_until: datetime | None = None) -> Slot | None:
+    """THE next scheduled round, as every message tells it: the first pending posting day, posted
+    at its start (or now, inside its window), or when the open round ends if that is later and
+    still inside the window. A day whose whole window the open round outlasts is passed over."""
+    for s in upcoming_slots(schedule, now, taken=taken, since=since):
+        opens = max(s.start, now if s.start <= now else s.start, open_until or s.start)
+        if opens < s.end:
+            return Slot(day=s.day, start=s.start, end=s.end, opens=opens)
     return None
 
 

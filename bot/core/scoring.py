@@ -94,6 +94,9 @@ def rules_from_dict(d: dict[str, Any], base: ScoringRules | None = None) -> Scor
                 if not isinstance(value, (list, tuple)) or not all(
                         isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in value):
                     raise ValueError("expected a list of non-negative numbers")
+                if key == "points_by_difficulty" and len(value) != 5:
+                    raise ValueError(f"expected five values, one per difficulty 1-5, got {len(value)}: "
+                                     f"{list(value)}")
                 kw[key] = tuple(float(v) for v in value)
             elif isinstance(default, int):
                 if isinstance(value, bool) or not isinstance(value, int) or value < 0:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any, Awaitable, Callable
 from zoneinfo import ZoneInfo
 
@@ -26,9 +26,10 @@ from ..storage.repos import Store
 from .answers import AnswerRejected, looks_like_answer, parse_answer
 from .clock import Clock, SystemClock
 from .grading import Grader
-from .models import Actor, Block, Channel, ChannelRef, Message, Round, Schedule, error, info
+from .models import Actor, Block, Channel, ChannelRef, Message, Round, Schedule, error, info, plural
 from .runners import RunnerPool, RunnerUnavailable
-from .scheduler import due_date, gradable, local_date, next_posting, pick_item
+from .scheduler import (Slot, current_slot, gradable, local_date, next_round, pick_item, slot_for, slots_between,
+                        upcoming_slots, zone)
 from .scoring import ScoringRules
 from .settings import CoreSettings
 
@@ -97,20 +98,26 @@ class QuizService:
                 if self.pool.needs_refresh():
                     await self.pool.refresh()
                 await self.tick()
-            except Exception:  # noqa: BLE001 - keep ticking; the next tick retries
-                log.exception("tick failed")
+            except Exception as exc:  # noqa: BLE001 - keep ticking; the next tick retries
+                if self.db.faults.report(exc, "opening and closing rounds") is None:
+                    log.exception("tick failed")
             await self.clock.sleep(self.settings.tick_s)
 
     async def _grading_loop(self) -> None:
         while True:
+            timeout = 30.0
             try:
                 await self.grader.grade_due()
-            except Exception:  # noqa: BLE001
-                log.exception("grading pass failed")
-            nxt = await self.store.answers.next_due()
-            timeout = 30.0
-            if nxt is not None:
-                timeout = max(0.05, min(30.0, (nxt - self.clock.now()).total_seconds()))
+                nxt = await self.store.answers.next_due()
+                if nxt is not None:
+                    timeout = max(0.05, min(30.0, (nxt - self.clock.now()).total_seconds()))
+            except Exception as exc:  # noqa: BLE001
+                if self.db.faults.report(exc, "grading") is None:
+                    log.exception("grading pass failed")
+                timeout = 5.0
+            own = self.grader.wait_s()  # a storage retry or a runner probe
+            if own is not None:
+                timeout = max(0.05, min(timeout, own))
             self._wake_grader.clear()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake_grader.wait(), timeout)
@@ -120,27 +127,151 @@ class QuizService:
             self._wake_outbox.clear()
             try:
                 await self.deliver()
-            except Exception:  # noqa: BLE001
-                log.exception("delivery failed")
+            except Exception as exc:  # noqa: BLE001
+                if self.db.faults.report(exc, "delivering messages") is None:
+                    log.exception("delivery failed")
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake_outbox.wait(), 5.0)
 
     # ------------------------------------------------------------------ steps (tests drive these)
 
     async def tick(self) -> list[Round]:
-        """Close rounds whose time is up, open the day's scheduled rounds that are due."""
+        """Close rounds whose time is up (at the end they announced, also when the bot was down
+        then), say which posting days were missed, and open the scheduled round whose window is
+        running. A round that is open is never closed early: the day's round waits for it."""
         now = self.clock.now()
         for rnd in await self.store.rounds.due_to_close(now):
-            await self.close_round(rnd, status="closed", by="")
+            await self.close_round(rnd, status="closed", by="", at=min(now, rnd.closes_at))
         opened = []
         for ch in await self.store.channels.enabled():
-            day = due_date(ch.schedule, now)
-            if day is None or await self.store.rounds.scheduled_on(ch.id, day):
+            await self._report_missed(ch, now)
+            slot = current_slot(ch.schedule, now)
+            if slot is None or (ch.schedule_since is not None and slot.start < ch.schedule_since):
                 continue
-            rnd = await self.open_round(ch, scheduled_day=day)
-            if rnd is not None:
-                opened.append(rnd)
+            if await self.store.rounds.scheduled_on(ch.id, slot.day) or await self.store.rounds.open_in(ch.id):
+                continue
+            new = await self.open_round(ch, scheduled_day=slot.day)
+            if new is not None:
+                opened.append(new)
         return opened
+
+    # ------------------------------------------------------------------ the schedule's word
+
+    async def _taken(self, ch: Channel, now: datetime) -> set[date]:
+        first = local_date(ch.schedule, now) - timedelta(days=ch.schedule.duration_min // 1440 + 3)
+        return await self.store.rounds.scheduled_dates(ch.id, first)
+
+    async def next_round(self, ch: Channel, now: datetime | None = None) -> Slot | None:
+        """The channel's next scheduled round (skips, posting days, the schedule's start, a posting
+        day already taken by a moderator's post, and an open round it must wait for counted). Every
+        message that speaks of the next round asks this."""
+        now = now or self.clock.now()
+        rnd = await self.store.rounds.open_in(ch.id)
+        return next_round(ch.schedule, now, taken=await self._taken(ch, now), since=ch.schedule_since,
+                          open_until=rnd.closes_at if rnd else None)
+
+    def when(self, ch: Channel, at: datetime, fmt: str = "%a %d %b %H:%M") -> str:
+        return at.astimezone(zone(ch.schedule.timezone)).strftime(fmt)
+
+    async def next_round_text(self, ch: Channel, now: datetime | None = None) -> str:
+        """`Next round: Wed 25 Nov 09:00 (Europe/Berlin).`, with why when it is not at its time."""
+        now = now or self.clock.now()
+        slot = await self.next_round(ch, now)
+        tz = ch.schedule.timezone
+        if slot is None:
+            return ("No round is scheduled: the schedule has no posting days." if not ch.schedule.weekdays
+                    else "No round is scheduled.")
+        if slot.opens > slot.start and slot.opens > now:
+            rnd = await self.store.rounds.open_in(ch.id)
+            return (f"Next round: {self.when(ch, slot.opens)} ({tz}), when round {rnd.label if rnd else ''} closes "
+                    f"(scheduled for {self.when(ch, slot.start, '%H:%M')}; a round is never closed early).")
+        if slot.start <= now:
+            return (f"Next round: {self.when(ch, slot.start, '%a %d %b')}'s, posted now (scheduled for "
+                    f"{self.when(ch, slot.start, '%H:%M')}, open until {self.when(ch, slot.end, '%a %H:%M')} {tz}).")
+        return f"Next round: {self.when(ch, slot.start)} ({tz})."
+
+    async def _report_missed(self, ch: Channel, now: datetime) -> None:
+        """Record the posting days whose window ended without a round (the bot was down, or a
+        round outlasted it) and say so in the channel, once."""
+        today = local_date(ch.schedule, now)
+        since = ch.schedule_since
+        if since is not None:
+            first = local_date(ch.schedule, since)
+        else:  # a channel from before schedule_since existed: from its last scheduled day on
+            last = await self.store.rounds.last_scheduled_date(ch.id)
+            if last is None:
+                return
+            first = last + timedelta(days=1)
+        first = max(first, today - timedelta(days=14))
+        if first > today:
+            return
+        taken = await self.store.rounds.scheduled_dates(ch.id, first)
+        missed = [s for s in slots_between(ch.schedule, first, today)
+                  if s.end <= now and s.day not in taken and (since is None or s.start >= since)]
+        if not missed:
+            return
+        current = await self.store.rounds.open_in(ch.id)
+        lines = []
+        async with self.db.transaction():
+            for s in missed:
+                rid = await self.store.rounds.insert(channel_id=ch.id, item_id=None, local_date=s.day, scheduled=True,
+                                                     status="skipped", opened_at=s.start, closes_at=s.end,
+                                                     reason="missed")
+                if rid is None:
+                    continue
+                why = (f"round {current.label} was open through its whole window and keeps its announced end"
+                       if current is not None and current.opened_at < s.end
+                       else "the bot was not running during its window")
+                end_fmt = "%H:%M" if self.when(ch, s.start, "%d") == self.when(ch, s.end, "%d") else "%a %H:%M"
+                lines.append(f"No round on {self.when(ch, s.start, '%a %d %b')} (window "
+                             f"{self.when(ch, s.start, '%H:%M')}-{self.when(ch, s.end, end_fmt)}"
+                             f" {ch.schedule.timezone}): {why}.")
+            if lines:
+                await self.store.outbox.add(ch.id, Message(
+                    kind="notice", title="Missed round" if len(lines) == 1 else "Missed rounds",
+                    blocks=[Block("\n".join(lines))], data={"missed": [s.day.isoformat() for s in missed]}), now)
+        if lines:
+            self._changed()
+
+    async def passed_over(self, ch: Channel, until: datetime) -> list[Slot]:
+        """Pending scheduled rounds whose whole window ends before `until` (an open round's end):
+        they will not be posted, since a round is never closed early."""
+        now = self.clock.now()
+        out = []
+        for s in upcoming_slots(ch.schedule, now, taken=await self._taken(ch, now), since=ch.schedule_since):
+            if s.end > until:
+                break
+            out.append(s)
+        return out
+
+    async def skip_scheduled(self, ch: Channel, day: date | None, by: str) -> tuple[Slot | None, str]:
+        """Skip the next pending scheduled round (`day` None) or the one of a given local date:
+        (the slot, "") or (None, why not)."""
+        now = self.clock.now()
+        s = ch.schedule
+        if day is None:
+            slot = await self.next_round(ch, now)
+            if slot is None:
+                return None, "No scheduled round is ahead to skip."
+        else:
+            if day.weekday() not in s.weekdays:
+                return None, f"{day:%a %d %b} is not a posting day ({s.describe()})."
+            slot = slot_for(s, day)
+            if slot.end <= now:
+                return None, f"The round of {day:%a %d %b} is over (its window ended)."
+            if ch.schedule_since is not None and slot.start < ch.schedule_since:
+                return None, f"The schedule applies after {day:%a %d %b}'s posting time; there is nothing to skip."
+            row = await self.store.rounds.scheduled_on(ch.id, day)
+            if row is not None:
+                what = f"was posted as round {row.label}" if row.item_id else "is already skipped"
+                return None, f"The round of {day:%a %d %b} {what}."
+        async with self.db.transaction():
+            rid = await self.store.rounds.insert(channel_id=ch.id, item_id=None, local_date=slot.day, scheduled=True,
+                                                 status="skipped", opened_at=now, closes_at=now, opened_by=by,
+                                                 reason="skipped")
+        if rid is None:
+            return None, f"The round of {slot.day:%a %d %b} is already posted or skipped."
+        return slot, ""
 
     async def grade_pending(self) -> int:
         return await self.grader.grade_due()
@@ -196,6 +327,25 @@ class QuizService:
             if not graded and not delivered:
                 return
 
+    async def pending_report(self) -> str | None:
+        """What happens to answers without a result when the bot stops now (`:quit`, shutdown):
+        they stay stored and are graded at the next start, each scored once. None when none."""
+        counts = await self.store.answers.pending_by_state()
+        grading, queued = counts.get("grading", 0), counts.get("queued", 0)
+        if not grading and not queued:
+            return None
+        down = [s.name for s in self.pool.slots if not getattr(s, "reachable", True)]
+        parts = []
+        if grading:
+            parts.append(f"{plural(grading, 'answer was', 'answers were')} still being graded by the runner"
+                         f"{' (it is up)' if not down else ''} and did not get a result before the bot stopped")
+        if queued:
+            why = ("no runner is configured" if not self.pool.slots
+                   else f"the runner is unreachable: {', '.join(down)}" if down else "not sent yet")
+            parts.append(f"{plural(queued, 'answer is', 'answers are')} still waiting for the runner ({why})")
+        return ("; ".join(parts) + ". They are kept in the database and graded the next time the bot runs "
+                "with it (each is scored once; the results are posted then).")
+
     # ------------------------------------------------------------------ rules
 
     def rules_for(self, channel: Channel) -> ScoringRules:
@@ -216,10 +366,28 @@ class QuizService:
 
     async def command(self, actor: Actor, where: ChannelRef, text: str) -> list[Message]:
         """`/quiz ...`: `text` is what follows `/quiz` (e.g. `schedule 09:30 Europe/Berlin`)."""
-        return await self.commands.dispatch(actor, where, text)
+        try:
+            return await self.commands.dispatch(actor, where, text)
+        except Exception as exc:  # noqa: BLE001 - a storage fault is said plainly, the rest propagates
+            return self._storage_reply(exc, "This command could not be completed", "running a command")
+
+    def _storage_reply(self, exc: Exception, lead: str, doing: str) -> list[Message]:
+        """The reply when a storage fault stopped an action: the file, the cause, the fix (logged
+        once per fault). Anything else is not ours to hide: re-raised."""
+        msg = self.db.faults.report(exc, doing)
+        if msg is None:
+            raise exc
+        return [error(f"{lead}: the bot cannot use its database. {msg}")]
 
     async def message(self, actor: Actor, where: ChannelRef, text: str, *, in_round_thread: bool = False
                       ) -> list[Message]:
+        try:
+            return await self._message(actor, where, text, in_round_thread=in_round_thread)
+        except Exception as exc:  # noqa: BLE001 - see _storage_reply
+            return self._storage_reply(exc, "Your message could not be handled", "reading a message")
+
+    async def _message(self, actor: Actor, where: ChannelRef, text: str, *, in_round_thread: bool = False
+                       ) -> list[Message]:
         """A plain chat message. It is an answer when it has a code block, inline code, an option
         key for a choice round, or (in the round's thread) any text for an output round;
         anything else is chatter and gets no reply."""
@@ -235,12 +403,20 @@ class QuizService:
         if item is None:
             return []
         keys = tuple(o.key for o in item.options)
-        if looks_like_answer(text, item.kind, keys) or (in_round_thread and item.kind == "output"):
+        if looks_like_answer(text, item.kind, keys, in_round_thread=in_round_thread):
             return await self.submit(actor, where, text, explicit=in_round_thread and item.kind == "output")
         return []
 
     async def submit(self, actor: Actor, where: ChannelRef, text: str, *, explicit: bool = True,
                      round_id: int | None = None) -> list[Message]:
+        try:
+            return await self._submit(actor, where, text, explicit=explicit, round_id=round_id)
+        except Exception as exc:  # noqa: BLE001 - see _storage_reply
+            return self._storage_reply(exc, "Your answer was not stored (send it again once this is fixed)",
+                                       "storing an answer")
+
+    async def _submit(self, actor: Actor, where: ChannelRef, text: str, *, explicit: bool = True,
+                      round_id: int | None = None) -> list[Message]:
         """An answer to the channel's open round (from `/quiz answer`, a form or a message).
         Stored as queued before anything else; the result follows through the sink. `round_id`
         is the round a form or button was made for: an answer meant for a round that has
@@ -252,8 +428,9 @@ class QuizService:
         if rnd is None or rnd.item_id is None:
             return [error(await self._no_round_text(ch))]
         if round_id is not None and round_id != rnd.id:
-            return [error(f"Round #{round_id} has closed; your answer was not counted. Round #{rnd.id} is open "
-                          "now: answer it from its own post.")]
+            old = await self.store.rounds.get(round_id)
+            return [error(f"Round {old.label if old else '#' + str(round_id)} has closed; your answer was not counted. "
+                          f"Round {rnd.label} is open now: answer it from its own post.")]
         item = self.bank.items.get(rnd.item_id)
         if item is None:
             return [error("This round's question is no longer in the bank; a moderator can `/quiz skip` it.")]
@@ -294,7 +471,8 @@ class QuizService:
             return None
         lang = ch.schedule.language
         return Message(kind="form", round_id=rnd.id, title=item.title.get(lang), data={
-            "round_id": rnd.id, "kind": item.kind, "starter": item.starter, "entrypoint": item.entrypoint,
+            "round_id": rnd.id, "number": rnd.number, "kind": item.kind, "starter": item.starter,
+            "entrypoint": item.entrypoint,
             "options": [{"key": o.key, "text": o.text.get(lang)} for o in item.options],
             "multiple": len(item.correct) > 1, "max_chars": self.settings.answers.max_chars,
         })
@@ -314,11 +492,10 @@ class QuizService:
             await self.store.rounds.set_message_ref(round_id, ref)
 
     async def _no_round_text(self, ch: Channel) -> str:
-        nxt = next_posting(ch.schedule, self.clock.now())
+        slot = await self.next_round(ch)
         when = ""
-        if nxt is not None:
-            local = nxt.astimezone(ZoneInfo(ch.schedule.timezone))
-            when = f" The next one opens {local:%a %d %b %H:%M} ({ch.schedule.timezone})."
+        if slot is not None:
+            when = f" The next one opens {self.when(ch, max(slot.opens, slot.start))} ({ch.schedule.timezone})."
         return "There is no open round in this channel right now." + when
 
     # ------------------------------------------------------------------ operations (commands call these)
@@ -329,10 +506,22 @@ class QuizService:
 
     async def open_round(self, ch: Channel, *, item: Item | None = None, scheduled_day: Any = None,
                          by: str = "") -> Round | None:
-        """Open a round (closing the channel's open one first). Scheduled rounds are unique per
-        channel and local date: a second call for the same day returns None and posts nothing."""
+        """Open a round. Scheduled rounds (`scheduled_day`, from the tick) are unique per channel
+        and local date (a second call for the same day returns None and posts nothing) and never
+        close an open round: they wait. A moderator's post (`scheduled_day` None) closes the open
+        round first and, on a posting day whose scheduled round is still pending (its window
+        running, or later that local day), *is* that day's round: no other is posted that day."""
         now = self.clock.now()
-        day = scheduled_day or local_date(ch.schedule, now)
+        slot: Slot | None = None
+        if scheduled_day is not None:
+            slot = slot_for(ch.schedule, scheduled_day)
+        else:
+            taken = await self._taken(ch, now)
+            for s in upcoming_slots(ch.schedule, now, taken=taken, since=ch.schedule_since):
+                if s.start <= now or s.day == local_date(ch.schedule, now):
+                    slot = s
+                break
+        day = slot.day if slot is not None else local_date(ch.schedule, now)
         note = ""
         if item is None:
             week = await self.store.weeks.active(ch.id, day)
@@ -344,7 +533,7 @@ class QuizService:
                     async with self.db.transaction():
                         rid = await self.store.rounds.insert(
                             channel_id=ch.id, item_id=None, local_date=day, scheduled=True, status="skipped",
-                            opened_at=now, closes_at=now)
+                            opened_at=now, closes_at=now, reason="nothing")
                         if rid is not None:
                             await self.store.outbox.add(ch.id, info(
                                 "No question today: the bank has nothing the configured runners can grade.",
@@ -362,22 +551,28 @@ class QuizService:
                     expected = str(result.get("stdout") or "")
             except RunnerUnavailable:
                 log.warning("runner down: %s's expected output will be computed at the first answer", item.id)
+        # a moderator's round is open for the schedule's duration from now; a scheduled one until
+        # the end of its window (also when posted late: the bot was down, or a round was open)
         closes = now + timedelta(minutes=ch.schedule.duration_min)
-        if scheduled_day is not None:
-            # a late tick (bot was down) still closes at the scheduled end of the window
-            from .scheduler import posting_at
-            closes = max(now + timedelta(minutes=1),
-                         posting_at(ch.schedule, day) + timedelta(minutes=ch.schedule.duration_min))
+        if scheduled_day is not None and slot is not None:
+            closes = max(now + timedelta(minutes=1), slot.end)
+            if now - slot.start > timedelta(minutes=5):
+                late = (f"Scheduled for {self.when(ch, slot.start, '%H:%M')} and posted late; it keeps the "
+                        "end of its window.")
+                note = f"{note}\n{late}" if note else late
         async with self.db.transaction():
-            if scheduled_day is not None and await self.store.rounds.scheduled_on(ch.id, day):
+            if scheduled_day is not None and (await self.store.rounds.scheduled_on(ch.id, day)
+                                              or await self.store.rounds.open_in(ch.id)):
                 return None
             current = await self.store.rounds.open_in(ch.id)
             if current is not None:
-                await self._close_in_tx(current, "closed", by="", now=now)
-            rid = await self.store.rounds.insert(
-                channel_id=ch.id, item_id=item.id, local_date=day, scheduled=scheduled_day is not None,
-                status="open", opened_at=now, closes_at=closes, kind=item.kind, difficulty=item.difficulty,
-                chapter=item.chapter, language=ch.schedule.language, opened_by=by, expected_output=expected)
+                await self._close_in_tx(current, "closed", by=by, now=now, replaced=True)
+            fields = dict(channel_id=ch.id, item_id=item.id, local_date=day, status="open", opened_at=now,
+                          closes_at=closes, kind=item.kind, difficulty=item.difficulty, chapter=item.chapter,
+                          language=ch.schedule.language, opened_by=by, expected_output=expected)
+            rid = await self.store.rounds.insert(scheduled=slot is not None, **fields)  # type: ignore[arg-type]
+            if rid is None and scheduled_day is None:  # the day was taken meanwhile: a round of its own
+                rid = await self.store.rounds.insert(scheduled=False, **fields)  # type: ignore[arg-type]
             if rid is None:
                 return None
             rnd = await self.store.rounds.get(rid)
@@ -395,21 +590,26 @@ class QuizService:
                         "`/quiz answer`; you may try several times, the best attempt counts.")]
         if note:
             blocks.append(Block(note))
-        return Message(kind="round_open", round_id=rnd.id, title=f"Question of the day #{rnd.id}",
-                       blocks=blocks, data={"round_id": rnd.id, "item_id": item.id, "kind": item.kind,
+        return Message(kind="round_open", round_id=rnd.id, title=f"Question of the day {rnd.label}",
+                       blocks=blocks, data={"round_id": rnd.id, "number": rnd.number, "item_id": item.id,
+                                            "kind": item.kind,
                                             "difficulty": item.difficulty, "closes_at": rnd.closes_at.isoformat(),
                                             "options": [{"key": o.key, "text": o.text.get(lang)} for o in item.options],
                                             "multiple": len(item.correct) > 1})
 
-    async def close_round(self, rnd: Round, *, status: str = "closed", by: str = "") -> bool:
+    async def close_round(self, rnd: Round, *, status: str = "closed", by: str = "",
+                          at: datetime | None = None) -> bool:
+        """`at`: when it closed, if earlier than now (its announced end passed while the bot was down)."""
         now = self.clock.now()
         async with self.db.transaction():
-            ok = await self._close_in_tx(rnd, status, by=by, now=now)
+            ok = await self._close_in_tx(rnd, status, by=by, now=now, at=at)
         self._changed()
         return ok
 
-    async def _close_in_tx(self, rnd: Round, status: str, *, by: str, now: datetime) -> bool:
-        if not await self.store.rounds.set_status(rnd.id, status, now):
+    async def _close_in_tx(self, rnd: Round, status: str, *, by: str, now: datetime, at: datetime | None = None,
+                           replaced: bool = False) -> bool:
+        """`replaced`: a moderator's post closes it to open another (no "next round" line then)."""
+        if not await self.store.rounds.set_status(rnd.id, status, at or now):
             return False
         ch = await self.store.channels.get(rnd.channel_id)
         lang = ch.schedule.language if ch else "en"
@@ -417,20 +617,27 @@ class QuizService:
         if status == "skipped":
             await self.store.answers.void_round(rnd.id)
             await self.store.scores.delete_round(rnd.id)
-            text = f"Round #{rnd.id} was skipped{' by ' + by if by else ''}; its answers are not scored."
-            msg = Message(kind="round_close", round_id=rnd.id, title=f"Round #{rnd.id} skipped", blocks=[Block(text)])
+            text = f"Round {rnd.label} was skipped{' by ' + by if by else ''}; its answers are not scored."
+            msg = Message(kind="round_close", round_id=rnd.id, title=f"Round {rnd.label} skipped", blocks=[Block(text)])
         else:
             stats = await self.round_stats(rnd.id)
             blocks = []
             if item is not None:
                 blocks.append(Block(render_explanation(item, lang, expected_output=rnd.expected_output)))
-            line = (f"{stats['answers']} answers from {stats['players']} players, {stats['solvers']} solved"
+            line = (f"{plural(stats['answers'], 'answer')} from {plural(stats['players'], 'player')}, "
+                    f"{stats['solvers']} solved"
                     + (f"; first solver: {stats['first']}" if stats["first"] else "") + ".")
             if stats["pending"]:
-                line += f" {stats['pending']} answers are still being graded; their results follow."
+                line += (f" {plural(stats['pending'], 'answer is', 'answers are')} still being graded;"
+                         " their results follow.")
+            if at is not None and now - at > timedelta(minutes=2) and ch is not None:
+                line += (f" It closed at {self.when(ch, at, '%a %H:%M')} as announced; the bot was offline then, "
+                         "so this message comes late.")
             blocks.append(Block(line))
             msg = Message(kind="round_close", round_id=rnd.id,
-                          title=f"Round #{rnd.id} closed{' by ' + by if by else ''}", blocks=blocks, data=stats)
+                          title=f"Round {rnd.label} closed{' by ' + by if by else ''}", blocks=blocks, data=stats)
+        if not replaced and ch is not None and ch.enabled:
+            msg.blocks.append(Block(await self.next_round_text(ch, now)))
         await self.store.outbox.add(rnd.channel_id, msg, now)
         return True
 
@@ -449,6 +656,12 @@ class QuizService:
     def playable(self, item: Item) -> bool:
         return gradable(item, self.capabilities())
 
-    async def set_schedule(self, ch: Channel, schedule: Schedule) -> None:
+    async def set_schedule(self, ch: Channel, schedule: Schedule) -> Channel:
+        """Change the schedule. An open round keeps its announced end; new posting times apply from
+        the next one after now (a window of the new time that already began today is not posted)."""
+        old = ch.schedule
+        moved = (old.post_time, old.timezone, old.weekdays) != (schedule.post_time, schedule.timezone,
+                                                               schedule.weekdays)
         async with self.db.transaction():
-            await self.store.channels.set_schedule(ch.id, schedule)
+            await self.store.channels.set_schedule(ch.id, schedule, since=self.clock.now() if moved else None)
+        return await self.store.channels.get(ch.id) or ch

@@ -11,8 +11,9 @@ from .scoring import ScoringRules
 @dataclass(frozen=True)
 class GradingSettings:
     concurrency: int = 4  # answers graded at once
-    retry_s: float = 5.0  # first wait after the runner was unreachable; doubles up to retry_max_s
+    retry_s: float = 5.0  # first health probe after a runner became unreachable; doubles with each failed probe
     retry_max_s: float = 300.0
+    probe_max_s: float = 30.0  # ... up to this (or retry_max_s if lower): a runner back is seen within it
     internal_retries: int = 5  # `internal` verdicts before an answer is given up (never scored)
     batch: int = 64
 

@@ -7,13 +7,15 @@ a headless bot never needs a display and start-up stays fast.
 from __future__ import annotations
 
 import csv
+import functools
 import io
+import textwrap
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 
 from ..storage.repos import Store
 from .leaderboards import range_totals, rank_rows
-from .models import Channel, LeaderboardRow
+from .models import Channel, LeaderboardRow, plural
 from .scheduler import local_date, month_bounds, week_bounds
 
 
@@ -31,6 +33,32 @@ class Digest:
     top: list[LeaderboardRow]
     movers: list[tuple[str, int, int | None]]  # (name, rank now, rank before or None if new)
     notes: list[str] = field(default_factory=list)
+    # the period before, for comparison: its rounds, answers, active players and players per day
+    previous: tuple[int, int, int] = (0, 0, 0)
+    previous_per_day: list[tuple[date, int]] = field(default_factory=list)
+    points_before: dict[int, float] = field(default_factory=dict)  # player id -> points the period before
+    language: str = "en"
+
+    @property
+    def unit(self) -> str:
+        return "week" if self.period == "week" else "month"
+
+
+def chapter_name(chapter: int, language: str = "en") -> str:
+    """The outline's title of a chapter ("Tensor operations"), or "chapter N" without one."""
+    heading = _chapter_headings().get(str(chapter))
+    name = getattr(heading, language, "") or getattr(heading, "en", "") if heading else ""
+    return name or f"chapter {chapter}"
+
+
+@functools.lru_cache(maxsize=1)
+def _chapter_headings() -> dict[str, object]:
+    try:
+        from questionbank.outline import load_outline
+
+        return dict(load_outline().chapters)
+    except Exception:  # noqa: BLE001 - a name is a nicety; the number still says which chapter
+        return {}
 
 
 def period_bounds(period: str, today: date, *, last: bool = False) -> tuple[date, date]:
@@ -87,19 +115,36 @@ async def build_digest(store: Store, channel: Channel, period: str, now: datetim
         gain = (before if before is not None else len(ranked_before) + 1) - r.rank
         if gain > 0:
             scored.append((gain, r.rank, r.name, before))
-    for gain, rank, name, before in sorted(scored, key=lambda x: (-x[0], x[1]))[:3]:
+    for _gain, rank, name, before in sorted(scored, key=lambda x: (-x[0], x[1]))[:3]:
         movers.append((name, rank, before))
+    prev_active = await store.db.fetchone(
+        "SELECT COUNT(DISTINCT player_id), COUNT(*) FROM scores WHERE channel_id = ? AND local_date >= ?"
+        " AND local_date <= ?", (channel.id, p_start.isoformat(), p_end.isoformat()))
+    prev_rounds = await store.rounds.in_range(channel.id, p_start, p_end)
+    prev_days: dict[str, int] = {str(r[0]): int(r[1]) for r in await store.db.fetchall(
+        "SELECT local_date, COUNT(DISTINCT player_id) FROM scores WHERE channel_id = ?"
+        " AND local_date >= ? AND local_date <= ? GROUP BY local_date",
+        (channel.id, p_start.isoformat(), p_end.isoformat()))}
+    prev_span = [p_start + timedelta(days=i) for i in range((p_end - p_start).days + 1)]
+    previous_per_day = [(day, prev_days.get(day.isoformat(), 0)) for day in prev_span]
     return Digest(
+        previous=(len(prev_rounds), int(prev_active[1]) if prev_active else 0,
+                  int(prev_active[0]) if prev_active else 0),
+        previous_per_day=previous_per_day, points_before={r[0]: float(r[1]) for r in before_raw},
+        language=channel.schedule.language,
         channel=channel.ref.name or channel.ref.channel, period=period, start=start, end=end,
         rounds=len(rounds), answers=int(active[1]) if active else 0,
         active_players=int(active[0]) if active else 0, per_day=per_day,
-        chapters=[(c[0], c[1], c[2] or 0) for c in chapters], top=ranked_now[:5], movers=movers,
+        chapters=[(c[0], c[1], c[2] or 0) for c in chapters], top=[r for r in ranked_now if r.points > 0][:5],
+        movers=movers,
     )
 
 
 def render_digest(d: Digest) -> str:
     lines = [f"{'Weekly' if d.period == 'week' else 'Monthly'} summary for #{d.channel}, {d.start} to {d.end}",
-             f"Rounds: {d.rounds}   answers: {d.answers}   active players: {d.active_players}"]
+             f"Rounds: {d.rounds}   answers: {d.answers}   active players: {d.active_players}",
+             f"The {d.unit} before: {plural(d.previous[0], 'round')}, {plural(d.previous[1], 'answer')}, "
+             f"{plural(d.previous[2], 'active player')}"]
     if d.per_day and d.period == "week":
         lines.append("Players per day: " + ", ".join(f"{day:%a %d} {players}" for day, players, _ in d.per_day))
     elif d.per_day:  # a month day by day is a wall of zeros: the chart has that; here the gist
@@ -110,8 +155,9 @@ def render_digest(d: Digest) -> str:
             line += f"; busiest {day:%a %d} ({players} player{'s' if players != 1 else ''})"
         lines.append(line)
     if d.chapters:
-        lines.append("Solve rate per chapter: " + ", ".join(
-            f"ch.{c} {solved}/{tried} ({solved / tried:.0%})" for c, tried, solved in d.chapters if tried))
+        lines.append("Solved per chapter (players who solved the round / players who tried it): " + ", ".join(
+            f"{chapter_name(c, d.language)} {solved}/{tried} ({solved / tried:.0%})"
+            for c, tried, solved in d.chapters if tried))
     if d.top:
         lines.append("Top players: " + ", ".join(f"{r.rank}. {r.name} ({r.points:g})" for r in d.top))
     if d.movers:
@@ -122,44 +168,103 @@ def render_digest(d: Digest) -> str:
     return "\n".join(lines)
 
 
+def _period_label(period: str, start: date) -> str:
+    return f"{start:%B %Y}" if period == "month" else f"week of {start:%d %b %Y}"
+
+
+def _short(text: str, width: int = 26) -> str:
+    return text if len(text) <= width else text[: width - 1].rstrip() + "…"
+
+
 def digest_chart(d: Digest) -> bytes:
-    """A PNG with participation per day and solve rate per chapter."""
+    """A PNG: players per day against the period before, the share of players who solved each
+    chapter's rounds, and the top players' points against the period before."""
+    buf = io.BytesIO()
+    digest_figure(d).savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def digest_figure(d: Digest):  # noqa: ANN201 - a matplotlib Figure, imported lazily
     import matplotlib
 
     matplotlib.use("Agg", force=True)
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(9, 3.6), dpi=100)
-    ax1, ax2 = fig.subplots(1, 2)
-    # the whole period on the axis (days still to come stay empty), so a Monday chart reads as
-    # the start of a week, not as one wide bar
+    fig = Figure(figsize=(13, 4.6), dpi=100)
+    ax1, ax2, ax3 = fig.subplots(1, 3, gridspec_kw={"width_ratios": [1.25, 1.2, 1]})
+    this, last = _period_label(d.period, d.start), _period_label(d.period, previous(d.period, d.start)[0])
+    # players per day: the whole period on the axis (days still to come stay empty), the period
+    # before as grey outlines on the same weekday / day of the month
     counts = {day: players for day, players, _ in d.per_day}
     span = [d.start + timedelta(days=i) for i in range((d.end - d.start).days + 1)]
-    fmt = "%a %d" if d.period == "week" else "%d"
-    ax1.bar([day.strftime(fmt) for day in span], [counts.get(day, 0) for day in span], color="#4c72b0")
-    ax1.set_title("Players per day")
-    ax1.tick_params(axis="x", labelrotation=60 if d.period != "week" else 0, labelsize=7)
+    xs = list(range(len(span)))
+    before = [players for _, players in d.previous_per_day][: len(span)]
+    ax1.bar([x - 0.2 for x in range(len(before))], before, width=0.4, color="#cccccc", label=last)
+    ax1.bar([x + 0.2 for x in xs], [counts.get(day, 0) for day in span], width=0.4, color="#4c72b0", label=this)
+    if d.period == "week":
+        ax1.set_xticks(xs, [day.strftime("%a\n%d %b") for day in span], fontsize=8)
+    else:  # a month: a label every few days, upright, so the 30 labels do not pile up
+        ticks = [i for i, day in enumerate(span) if day.day == 1 or day.day % 5 == 0]
+        ax1.set_xticks(ticks, [str(span[i].day) for i in ticks], fontsize=8)
+        ax1.set_xlabel(f"day of {d.start:%B %Y}", fontsize=8)
+    ax1.set_ylim(0, max([1, *before, *counts.values()]) * 1.35)  # room for the legend
+    ax1.set_ylabel("players who answered", fontsize=8)
+    ax1.set_title("Players per day", fontsize=10)
     ax1.yaxis.get_major_locator().set_params(integer=True)
-    labels = [f"ch.{c}" for c, _, _ in d.chapters]
+    ax1.legend(fontsize=7, loc="upper right", frameon=False)
+    # solve rate per chapter, named
+    names = [textwrap.fill(_short(f"{c}. {chapter_name(c)}", 40), 20) for c, _, _ in d.chapters]
     rates = [(s / t * 100) if t else 0 for _, t, s in d.chapters]
-    bars = ax2.barh(labels or ["-"], rates or [0], color="#55a868")
+    bars = ax2.barh(names or ["(no rounds)"], rates or [0], color="#55a868")
+    ax2.invert_yaxis()
     if d.chapters:  # the counts behind each rate; a 0 % bar is otherwise invisible
-        ax2.bar_label(bars, labels=[f" {s}/{t}" for _, t, s in d.chapters], fontsize=8)
-    ax2.set_xlim(0, 100)
-    ax2.set_title("Solve rate per chapter (%)")
-    fig.suptitle(f"#{d.channel}: {d.start} to {d.end}")
+        ax2.bar_label(bars, labels=[f" {s} of {t} solved" for _, t, s in d.chapters], fontsize=8)
+    ax2.set_xlim(0, 130)
+    ax2.set_xticks([0, 25, 50, 75, 100])
+    ax2.set_xlabel("% of players who tried a round and solved it", fontsize=8)
+    ax2.set_title("Solve rate per chapter", fontsize=10)
+    ax2.tick_params(axis="y", labelsize=8)
+    # top players' points, with the period before
+    top = d.top[:5]
+    labels = [_short(f"{r.rank}. {r.name}", 18) for r in top]
+    pts = [r.points for r in top]
+    prev = [d.points_before.get(r.player_id, 0.0) for r in top]
+    ys = list(range(len(top)))
+    if top:
+        h = 0.38
+        b_now = ax3.barh([y - h / 2 for y in ys], pts, height=h, color="#dd8452", label=this)
+        b_prev = ax3.barh([y + h / 2 for y in ys], prev, height=h, color="#cccccc", label=last)
+        ax3.bar_label(b_now, labels=[f" {p:g}" for p in pts], fontsize=8)
+        ax3.bar_label(b_prev, labels=[f" {p:g}" for p in prev], fontsize=7, color="#777777")
+        ax3.set_yticks(ys, labels, fontsize=8)
+        ax3.set_ylim(len(top) + 0.4, -0.6)  # the first at the top, a free row under the last for the legend
+        ax3.set_xlim(0, max(pts + prev) * 1.3 or 1)
+        ax3.legend(fontsize=7, loc="lower right", frameon=False)
+    else:
+        ax3.set_yticks([])
+        ax3.text(0.5, 0.5, "no points scored", ha="center", va="center", transform=ax3.transAxes, fontsize=9)
+    ax3.set_xlabel("points", fontsize=8)
+    ax3.set_title("Top players: points", fontsize=10)
+    pr, pa, pp = d.previous
+    fig.suptitle(f"#{d.channel}, {this}: {plural(d.rounds, 'round')}, {plural(d.answers, 'answer')}, "
+                 f"{plural(d.active_players, 'player')}   ({last}: {plural(pr, 'round')}, "
+                 f"{plural(pa, 'answer')}, {plural(pp, 'player')})", fontsize=11)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
+    return fig
 
 
 CSV_COLUMNS = ["local_date", "round_id", "item_id", "chapter", "player", "user_id", "answer_id", "submitted_at",
-               "verdict", "fraction", "attempt_value", "points", "first_bonus", "streak_bonus", "solved", "streak"]
+               "verdict", "fraction", "attempt_points", "first_solver_bonus", "streak_bonus", "attempt_total",
+               "added_to_round", "round_total_after", "solved", "streak"]
+CSV_NOTE = ("One row per graded answer. attempt_points (after the penalty for earlier failed attempts) "
+            "+ first_solver_bonus + streak_bonus = attempt_total. The best attempt counts: added_to_round is "
+            "what this answer added to the player's round total, round_total_after that total after it; "
+            "the sum of added_to_round is the leaderboard's points.")
 
 
 async def export_csv(store: Store, channel: Channel, start: date | None, end: date | None) -> bytes:
-    """Every score row of the channel (in a date range if given), one line per graded answer."""
+    """Every score row of the channel (in a date range if given), one line per graded answer:
+    its components, its total, and what it changed in the player's round total."""
     where = "s.channel_id = ?"
     params: list[object] = [channel.id]
     if start is not None and end is not None:
@@ -168,11 +273,16 @@ async def export_csv(store: Store, channel: Channel, start: date | None, end: da
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(CSV_COLUMNS)
+    round_totals: dict[tuple[int, int], float] = {}
     async with store.db.conn.execute(
             "SELECT s.local_date, s.round_id, r.item_id, s.chapter, p.name, p.user_id, s.answer_id, a.submitted_at,"
-            " a.verdict, a.fraction, s.attempt_value, s.points, s.first_bonus, s.streak_bonus, s.solved, s.streak"
-            " FROM scores s JOIN rounds r ON r.id = s.round_id JOIN players p ON p.id = s.player_id"
+            " a.verdict, a.fraction, s.attempt_value, s.first_bonus, s.streak_bonus, s.points, s.solved, s.streak,"
+            " s.player_id FROM scores s JOIN rounds r ON r.id = s.round_id JOIN players p ON p.id = s.player_id"
             f" JOIN answers a ON a.id = s.answer_id WHERE {where} ORDER BY s.answer_id", params) as cur:
         async for row in cur:
-            w.writerow(list(row))
+            *head, value, first, streak_bonus, added, solved, streak, player_id = row
+            key = (row[1], player_id)
+            round_totals[key] = round(round_totals.get(key, 0.0) + (added or 0.0), 4)
+            total = round((value or 0.0) + (first or 0.0) + (streak_bonus or 0.0), 4)
+            w.writerow([*head, value, first, streak_bonus, total, added, round_totals[key], solved, streak])
     return buf.getvalue().encode("utf-8")

@@ -52,13 +52,27 @@ class Console:
         self.default_user = default_user
         self.files_dir = files_dir
         self.wait = wait
+        self.interactive = False
+        self._prompt = ""  # the prompt on screen while waiting for input ("" when none)
         self.svc.sink = self.sink
 
     # -- output
 
     def print(self, text: str) -> None:
+        """A line of output. A result that arrives while the prompt waits for input goes above
+        it, and the prompt is shown again after it."""
+        if self._prompt:
+            self.out.write("\r" + " " * len(self._prompt) + "\r")
         self.out.write(text.rstrip("\n") + "\n")
+        if self._prompt:
+            self.out.write(self._prompt)
         self.out.flush()
+
+    def prompt(self, text: str) -> None:
+        if self.interactive:
+            self._prompt = text
+            self.out.write(text)
+            self.out.flush()
 
     def render(self, msg: Message, to: str | None = None) -> str:
         head = "[bot"
@@ -91,11 +105,8 @@ class Console:
         stripped = text.strip()
         if stripped.startswith(":"):
             return await self.directive(stripped)
-        if stripped.startswith("/quiz") or stripped.startswith("/"):
-            if not stripped.startswith("/quiz"):
-                self.print(f"[bot -> {user} only] Commands start with /quiz (try /quiz help).")
-                return True
-            replies = await self.svc.command(actor, self.channel, stripped[len("/quiz"):])
+        if stripped.startswith("/"):  # the core reads `/quiz ...` and says what a typo meant
+            replies = await self.svc.command(actor, self.channel, stripped)
         else:
             replies = await self.svc.message(actor, self.channel, text)
         for msg in replies:
@@ -124,7 +135,8 @@ class Console:
         if word == "time":
             self.print(f"[console] now {self.svc.clock.now().isoformat(timespec='minutes')}")
             return True
-        self.print("[console] directives: :advance DURATION (fake clock), :time, :quit")
+        self.print("[console] directives: :advance DURATION (fake clock), :time, :quit "
+                   "(inside an unclosed ``` block: :cancel drops it)")
         return True
 
     async def advance(self, delta: timedelta) -> None:
@@ -140,32 +152,53 @@ class Console:
 
     async def run(self, stdin: TextIO, *, interactive: bool) -> None:
         loop = asyncio.get_running_loop()
+        self.interactive = interactive
 
-        async def readline() -> str:
-            if interactive:
-                return await loop.run_in_executor(None, stdin.readline)
-            return stdin.readline()
+        async def readline(prompt: str) -> str:
+            self.prompt(prompt)
+            try:
+                if interactive:
+                    return await loop.run_in_executor(None, stdin.readline)
+                return stdin.readline()
+            finally:
+                self._prompt = ""
 
         while True:
-            if interactive:
-                self.out.write("> ")
-                self.out.flush()
-            line = await readline()
+            line = await readline("> ")
             if not line:
                 break
-            user, text = split_speaker(line.rstrip("\n"), self.default_user)
-            while text.count("```") % 2 == 1:  # an open fence: the block continues on the next lines
-                more = await readline()
-                if not more:
+            user, first = split_speaker(line.rstrip("\n"), self.default_user)
+            text, go_on = await self.rest_of_block(user, first, readline)
+            if text is None:
+                if not go_on:
                     break
-                text += "\n" + more.rstrip("\n")
-            if not await self.handle(user, text):
+                continue
+            if not await self.handle(user, text) or not go_on:
                 break
         await self.svc.settle()
-        pending = await self.svc.store.answers.pending_count()
-        if pending:
-            self.print(f"[console] {pending} answers are still waiting for the runner; they are graded "
-                       "the next time the bot runs with this database.")
+        report = await self.svc.pending_report()  # the core says what becomes of them
+        if report:
+            self.print(f"[console] {report}")
+
+    async def rest_of_block(self, user: str, text: str, readline: Any) -> tuple[str | None, bool]:
+        """An open ``` fence: the block goes on over the next lines, under a `...` prompt, until
+        the closing fence. `:quit` there still quits and `:cancel` drops the block; at the end
+        of the input an unclosed block is sent as it is, and said so. Returns (the text to
+        handle or None, whether to read on)."""
+        while text.count("```") % 2 == 1:
+            more = await readline("... ")
+            if not more:
+                self.print(f"[console] {user}'s ``` block was never closed; sent as it is.")
+                return text, False
+            word = more.strip()
+            if word in (":quit", ":exit", ":q"):
+                self.print(f"[console] {user}'s unclosed ``` block was not sent.")
+                return None, False
+            if word == ":cancel":
+                self.print(f"[console] {user}'s unclosed ``` block was dropped.")
+                return None, True
+            text += "\n" + more.rstrip("\n")
+        return text, True
 
 
 def build_parser() -> argparse.ArgumentParser:

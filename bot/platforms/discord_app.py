@@ -164,8 +164,9 @@ class QuizGroup(app_commands.Group):
         return self.adapter.item_choices(current)
 
     @app_commands.command(description="Skip the open round, or the next scheduled one (moderators)")
-    async def skip(self, interaction: discord.Interaction) -> None:
-        await self.adapter.run_command(interaction, "skip")
+    @app_commands.describe(day="`next` (the next scheduled round, even while one is open) or a date YYYY-MM-DD")
+    async def skip(self, interaction: discord.Interaction, day: str | None = None) -> None:
+        await self.adapter.run_command(interaction, f"skip {day or ''}")
 
     @app_commands.command(description="Close the open round and reveal the answer (moderators)")
     async def close(self, interaction: discord.Interaction) -> None:
@@ -356,8 +357,11 @@ class DiscordAdapter:
                 text += await self._attached_code(message)  # only where a round is open to answer
             if not text.strip():
                 return
-            in_round_thread = (isinstance(channel, discord.Thread)
-                               and await self.svc.is_round_thread(where, str(channel.id)))
+            replied_to = getattr(getattr(message, "reference", None), "message_id", None)
+            in_round_thread = ((isinstance(channel, discord.Thread)
+                                and await self.svc.is_round_thread(where, str(channel.id)))
+                               or (replied_to is not None  # a reply to the round's post
+                                   and await self.svc.is_round_thread(where, str(replied_to))))
             replies = await self.svc.message(self.actor(message.author), where, text,
                                              in_round_thread=in_round_thread)
         except Exception:  # noqa: BLE001
@@ -465,7 +469,7 @@ class DiscordAdapter:
                                  msg.data.get("options") or [], bool(msg.data.get("multiple")))
         posted = await channel.send(**render.payload_for(msg, view=view).kwargs())
         try:
-            await posted.create_thread(name=render.cut(f"Answers to round #{msg.data['round_id']}", 100, note="…"),
+            await posted.create_thread(name=render.cut(f"Answers to round #{msg.data.get('number') or msg.data['round_id']}", 100, note="…"),
                                        auto_archive_duration=1440)
         except discord.HTTPException as exc:  # no thread permission: answers in the channel still work
             log.warning("discord: could not create the round thread: %s", exc)

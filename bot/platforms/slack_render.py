@@ -259,7 +259,7 @@ def answer_modal(form: Message, where: ChannelRef) -> dict[str, Any]:
     blocks = [section(f"*{escape(form.title)}*")] if form.title else []
     return {
         "type": "modal", "callback_id": VIEW_ANSWER, "private_metadata": meta[:METADATA_MAX],
-        "title": plain(f"Answer round #{round_id}", MODAL_TITLE_MAX),
+        "title": plain(f"Answer round #{form.data.get('number') or round_id}", MODAL_TITLE_MAX),
         "submit": plain("Submit", MODAL_TITLE_MAX), "close": plain("Cancel", MODAL_TITLE_MAX),
         "blocks": [*blocks, block],
     }

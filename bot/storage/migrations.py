@@ -52,6 +52,26 @@ def _statements(sql: str) -> list[str]:
     return out
 
 
+async def newer_schema(db: "Database", directory: Path | None = None) -> str | None:
+    """A message when the database was written by a newer version of the bot (a schema version
+    this one has no migration for); None when it is older, current or new. `{path}` in the
+    message stands for the file."""
+    row = await db.fetchone("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'")
+    if row is None:
+        return None
+    known = {v for v, _n, _p in discover(directory)}
+    rows = await db.fetchall("SELECT version, name FROM schema_version ORDER BY version")
+    unknown = [(int(r[0]), str(r[1])) for r in rows if int(r[0]) not in known]
+    if not unknown:
+        return None
+    top = max(known) if known else 0
+    names = ", ".join(f"{v:04d}_{n}" for v, n in unknown)
+    return ("{path} was written by a newer version of the bot (schema " + str(max(v for v, _ in unknown))
+            + f", this version knows up to {top}; unknown migrations: {names}). Refusing to start, so that "
+            "nothing is written in a format this version does not know. Run the newer version of the bot, "
+            "or restore a backup made before the upgrade (`python -m bot backup`).")
+
+
 async def apply_migrations(db: "Database", directory: Path | None = None) -> list[int]:
     """Bring the schema up to date; returns the versions applied now."""
     await db.conn.execute(

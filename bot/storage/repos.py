@@ -29,6 +29,7 @@ def _channel(row: aiosqlite.Row) -> Channel:
     return Channel(
         id=row["id"], ref=ChannelRef(row["platform"], row["workspace"], row["channel"], row["name"]),
         enabled=bool(row["enabled"]), schedule=_schedule(row), scoring=json.loads(row["scoring"] or "{}"),
+        schedule_since=parse_iso(row["schedule_since"]) if row["schedule_since"] else None,
     )
 
 
@@ -40,6 +41,7 @@ def _round(row: aiosqlite.Row) -> Round:
         closed_at=parse_iso(row["closed_at"]) if row["closed_at"] else None, kind=row["kind"],
         difficulty=row["difficulty"], chapter=row["chapter"], language=row["language"],
         expected_output=row["expected_output"], opened_by=row["opened_by"], message_ref=row["message_ref"],
+        number=row["number"], reason=row["reason"],
     )
 
 
@@ -99,11 +101,12 @@ class Channels:
         self.forget()
         await self.db.conn.execute(
             "INSERT INTO channels (platform, workspace, channel, name, enabled, post_time, timezone,"
-            " weekdays, duration_min, language, ramp, created_at) VALUES (?,?,?,?,1,?,?,?,?,?,?,?)"
+            " weekdays, duration_min, language, ramp, created_at, schedule_since) VALUES (?,?,?,?,1,?,?,?,?,?,?,?,?)"
             " ON CONFLICT (platform, workspace, channel) DO UPDATE SET enabled = 1,"
+            " schedule_since = CASE WHEN enabled = 0 THEN excluded.schedule_since ELSE schedule_since END,"
             " name = CASE WHEN excluded.name != '' THEN excluded.name ELSE name END",
             (ref.platform, ref.workspace, ref.channel, ref.name, s.post_time.strftime("%H:%M"), s.timezone,
-             ",".join(map(str, s.weekdays)), s.duration_min, s.language, int(s.ramp), iso(now)))
+             ",".join(map(str, s.weekdays)), s.duration_min, s.language, int(s.ramp), iso(now), iso(now)))
         ch = await self.by_ref(ref)
         assert ch is not None
         return ch
@@ -112,13 +115,14 @@ class Channels:
         self.forget()
         await self.db.conn.execute("UPDATE channels SET enabled = ? WHERE id = ?", (int(enabled), channel_id))
 
-    async def set_schedule(self, channel_id: int, s: Schedule) -> None:
+    async def set_schedule(self, channel_id: int, s: Schedule, since: datetime | None = None) -> None:
+        """`since`: the new schedule's posting times count from then on (None keeps the old mark)."""
         self.forget()
         await self.db.conn.execute(
             "UPDATE channels SET post_time = ?, timezone = ?, weekdays = ?, duration_min = ?, language = ?,"
-            " ramp = ? WHERE id = ?",
+            " ramp = ?, schedule_since = COALESCE(?, schedule_since) WHERE id = ?",
             (s.post_time.strftime("%H:%M"), s.timezone, ",".join(map(str, s.weekdays)), s.duration_min,
-             s.language, int(s.ramp), channel_id))
+             s.language, int(s.ramp), iso(since) if since else None, channel_id))
 
     async def set_scoring(self, channel_id: int, overrides: dict[str, Any]) -> None:
         self.forget()
@@ -208,6 +212,13 @@ class TopicWeeks:
             " ORDER BY start_date, id", (channel_id, from_date.isoformat()))
         return [_week(r) for r in rows]
 
+    async def overlapping(self, channel_id: int, start: date, end: date) -> list[TopicWeek]:
+        """The channel's topic weeks (not cancelled) sharing a day with start..end."""
+        rows = await self.db.fetchall(
+            "SELECT * FROM topic_weeks WHERE channel_id = ? AND cancelled = 0 AND start_date <= ?"
+            " AND end_date >= ? ORDER BY start_date, id", (channel_id, end.isoformat(), start.isoformat()))
+        return [_week(r) for r in rows]
+
     async def active(self, channel_id: int, d: date) -> TopicWeek | None:
         """The topic week covering a local date; the latest added wins when they overlap."""
         row = await self.db.fetchone(
@@ -232,17 +243,19 @@ class Rounds:
     async def insert(self, *, channel_id: int, item_id: str | None, local_date: date, scheduled: bool,
                      status: str, opened_at: datetime, closes_at: datetime, kind: str = "",
                      difficulty: int = 0, chapter: int = 0, language: str = "en", opened_by: str = "",
-                     expected_output: str | None = None) -> int | None:
-        """The new round's id, or None when the day's scheduled round already exists."""
+                     expected_output: str | None = None, reason: str = "") -> int | None:
+        """The new round's id, or None when the day's scheduled round already exists. A posted
+        round (with an item) gets the channel's next number; a day without a question none."""
         self.forget()
         row = await self.db.fetchone(
                 "INSERT INTO rounds (channel_id, item_id, local_date, scheduled, status, opened_at, closes_at,"
-                " closed_at, kind, difficulty, chapter, language, opened_by, expected_output)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+                " closed_at, kind, difficulty, chapter, language, opened_by, expected_output, reason, number)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?, CASE WHEN ? IS NULL THEN NULL ELSE"
+                " (SELECT COALESCE(MAX(number), 0) + 1 FROM rounds WHERE channel_id = ?) END)"
                 " ON CONFLICT (channel_id, local_date) WHERE scheduled = 1 DO NOTHING RETURNING id",
                 (channel_id, item_id, local_date.isoformat(), int(scheduled), status, iso(opened_at),
                  iso(closes_at), iso(opened_at) if status != "open" else None, kind, difficulty, chapter,
-                 language, opened_by, expected_output))
+                 language, opened_by, expected_output, reason, item_id, channel_id))
         return int(row[0]) if row else None
 
     async def get(self, round_id: int) -> Round | None:
@@ -266,6 +279,19 @@ class Rounds:
             "SELECT * FROM rounds WHERE channel_id = ? AND local_date = ? AND scheduled = 1",
             (channel_id, d.isoformat()))
         return _round(row) if row else None
+
+    async def scheduled_dates(self, channel_id: int, from_date: date) -> set[date]:
+        """Local dates from `from_date` on whose scheduled round is taken: posted (by the scheduler or
+        by a moderator's post on that day), skipped, or recorded as missed."""
+        rows = await self.db.fetchall(
+            "SELECT local_date FROM rounds WHERE channel_id = ? AND scheduled = 1 AND local_date >= ?",
+            (channel_id, from_date.isoformat()))
+        return {date.fromisoformat(r[0]) for r in rows}
+
+    async def last_scheduled_date(self, channel_id: int) -> date | None:
+        row = await self.db.fetchone(
+            "SELECT MAX(local_date) FROM rounds WHERE channel_id = ? AND scheduled = 1", (channel_id,))
+        return date.fromisoformat(row[0]) if row and row[0] else None
 
     async def latest(self, channel_id: int) -> Round | None:
         row = await self.db.fetchone(
@@ -332,8 +358,8 @@ class Answers:
         `max_attempts`) when the player already has that many answers for the round (`count_by`)."""
         sql = ("INSERT INTO answers (round_id, channel_id, player_id, content, submitted_at, state, next_try_at)"
                " SELECT ?,?,?,?,?, 'queued', ? WHERE EXISTS"
-               " (SELECT 1 FROM rounds WHERE id = ? AND status = 'open')")
-        params: tuple[Any, ...] = (round_id, channel_id, player_id, content, iso(now), iso(now), round_id)
+               " (SELECT 1 FROM rounds WHERE id = ? AND status = 'open' AND closes_at > ?)")
+        params: tuple[Any, ...] = (round_id, channel_id, player_id, content, iso(now), iso(now), round_id, iso(now))
         if max_attempts is not None:
             sql += (" AND (SELECT COUNT(*) FROM answers WHERE round_id = ? AND player_id = ? AND state != 'void')"
                     " < ?")
@@ -372,6 +398,31 @@ class Answers:
                 " WHERE id = ? AND state = 'grading' RETURNING tries",
                 (iso(next_try), int(count_try), answer_id))
         return int(row[0]) if row else 0
+
+    async def requeue_many(self, ids: Sequence[int], next_try: datetime) -> None:
+        """Put answers being graded back in the queue (a storage fault kept their grades from
+        being written); no try is counted."""
+        ids = list(ids)
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            await self.db.conn.execute(
+                f"UPDATE answers SET state = 'queued', next_try_at = ? WHERE state = 'grading' AND id IN"
+                f" ({','.join('?' * len(chunk))})", (iso(next_try), *chunk))
+
+    async def postpone_runner_work(self, now: datetime, until: datetime) -> int:
+        """No runner answers before `until`: the due answers that need one (code items, output
+        items whose expected output is not known yet) wait until then; choice items go on."""
+        cur = await self.db.conn.execute(
+            "UPDATE answers SET next_try_at = ? WHERE state = 'queued' AND next_try_at <= ? AND round_id IN"
+            " (SELECT id FROM rounds WHERE kind = 'code' OR (kind = 'output' AND expected_output IS NULL))",
+            (iso(until), iso(now)))
+        return cur.rowcount
+
+    async def due_now(self, now: datetime) -> int:
+        """A runner is back: every queued answer waiting for a later try is due now."""
+        cur = await self.db.conn.execute(
+            "UPDATE answers SET next_try_at = ? WHERE state = 'queued' AND next_try_at > ?", (iso(now), iso(now)))
+        return cur.rowcount
 
     FINISH = ("UPDATE answers SET state = ?, verdict = ?, fraction = ?, passed_cases = ?, total_cases = ?,"
               " message = ?, result_json = ?, graded_at = ? WHERE id = ? AND state = 'grading'")
@@ -431,6 +482,12 @@ class Answers:
             row = await self.db.fetchone(
                 "SELECT COUNT(*) FROM answers WHERE round_id = ? AND state IN ('queued', 'grading')", (round_id,))
         return int(row[0])
+
+    async def pending_by_state(self) -> dict[str, int]:
+        """How many answers are `queued` and how many `grading` (sent to a runner, no result yet)."""
+        rows = await self.db.fetchall(
+            "SELECT state, COUNT(*) FROM answers WHERE state IN ('queued', 'grading') GROUP BY state")
+        return {r[0]: int(r[1]) for r in rows}
 
     async def next_due(self) -> datetime | None:
         row = await self.db.fetchone("SELECT MIN(next_try_at) FROM answers WHERE state = 'queued'")

@@ -16,6 +16,7 @@ async def test_periods_follow_the_channel_time_zone(make):
     await h.cmd(MOD, "post c1-1")  # local date: Friday 31 January (23:00 in Shanghai)
     await h.answer(ALICE, PASS)
     await h.svc.settle()
+    await h.cmd(MOD, "close")  # a hand-posted round keeps its announced end: Saturday's would wait for it
     h.clock.set(datetime(2025, 2, 1, 1, 30, tzinfo=timezone.utc))  # 09:30 Saturday 1 Feb in Shanghai
     await h.svc.settle()
     await h.answer(BOB, PASS)
@@ -62,7 +63,7 @@ async def test_summary_digest_chart_and_csv(make):
     rows = list(csv.DictReader(io.StringIO(exp.files[0].data.decode())))
     assert len(rows) == 3 and {r["player"] for r in rows} == {"Alice", "Bob"}
     assert [r["verdict"] for r in rows] == ["passed", "failed", "passed"]
-    assert float(rows[0]["points"]) == float(rows[0]["attempt_value"]) + float(rows[0]["first_bonus"])
+    assert float(rows[0]["attempt_total"]) == float(rows[0]["attempt_points"]) + float(rows[0]["first_solver_bonus"])
     # next week Alice plays and Bob does not: Alice moved from 2nd to 1st
     h.clock.advance(timedelta(days=6))
     await h.svc.settle()

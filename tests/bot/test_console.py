@@ -65,7 +65,7 @@ async def test_state_persists_between_sessions(tmp_path):
 async def test_runner_down_answers_wait_for_next_start(tmp_path):
     text = await run(tmp_path, "/quiz post c1\nalice: ```python\ndef solve(x):\n    return x * 2\n```\n",
                      runner=FakeRunner(down=True))
-    assert "1 answers are still waiting for the runner" in text
+    assert "1 answer is still waiting for the runner (the runner is unreachable: test)" in text
     text = await run(tmp_path, ":advance 10m\n/quiz leaderboard all\n")
     assert "alice, answer #1: passed" in text and "25 pts" in text
 

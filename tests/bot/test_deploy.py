@@ -212,6 +212,12 @@ async def test_run_serves_slack_end_to_end(tmp_path: Path, monkeypatch) -> None:
                 raise AssertionError("the bot never listened")
 
             assert await slash("enable") == 200
+            # bolt acks at once and runs the command after: wait for its reply before the next one,
+            # as a moderator would (two commands in flight may be handled in either order)
+            for _ in range(100):
+                if fake.responses or fake.ephemerals():
+                    break
+                await asyncio.sleep(0.1)
             assert await slash("post tensor-factory-vs-constructor") == 200  # a choice item: no runner here
             for _ in range(100):
                 if any("Question of the day" in json.dumps(p) for p in fake.posts(channel="C0QUIZ")):

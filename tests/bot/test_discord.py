@@ -602,7 +602,8 @@ async def test_a_channel_the_bot_may_not_post_in_does_not_hold_up_the_others(bot
     await bot.slash(MOD, "post", channel=locked, item="q1")  # its round post is refused by Discord
     await bot.slash(MOD, "enable")
     await bot.slash(MOD, "post", item="c1")
-    assert [p["embed"].title for p in world.in_(world.channel)] == ["Question of the day #2"]
+    # rounds are numbered per channel, by posted rounds: this channel's first is #1
+    assert [p["embed"].title for p in world.in_(world.channel)] == ["Question of the day #1"]
     assert await bot.svc.store.outbox.pending() == []
     # a passing outage is not dropped: the core keeps the message and posts it on the next pass
     world.channel.send.side_effect = discord.DiscordServerError(MagicMock(status=503, reason="Unavailable"), "")
@@ -610,4 +611,4 @@ async def test_a_channel_the_bot_may_not_post_in_does_not_hold_up_the_others(bot
     assert len(await bot.svc.store.outbox.pending()) == 1
     world.channel.send.side_effect = lambda content=None, **kw: world._posted(world.channel, {"content": content, **kw})
     await bot.svc.deliver()
-    assert world.in_(world.channel)[-1]["embed"].title.startswith("Round #2 closed")
+    assert world.in_(world.channel)[-1]["embed"].title.startswith("Round #1 closed")

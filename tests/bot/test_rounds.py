@@ -173,12 +173,16 @@ async def test_skip_open_round_voids_scores_and_skip_next_day(hb):
     assert "skipped" in out[0].text
     assert await hb.points(ALICE) == 0
     assert "not scored" in hb.kinds("round_close")[-1].text
-    # nothing open now: skip the next scheduled day (Monday 09:00 Berlin is still ahead)
+    # nothing open now: skip the next scheduled day. The hand-posted round (Monday 07:00 Berlin,
+    # before 09:00) was Monday's round, so the next one is Tuesday's
     out = await hb.cmd(MOD, "skip")
-    assert "will not be posted" in out[0].text
+    assert "Tue 07 Jan 09:00 (Europe/Berlin) will not be posted" in out[0].text
     hb.clock.set(hb.clock.now().replace(hour=8))
     await hb.svc.settle()
     assert len(hb.kinds("round_open")) == 1  # only the hand-posted one
+    hb.clock.advance(timedelta(days=1))
+    await hb.svc.settle()
+    assert len(hb.kinds("round_open")) == 1  # Tuesday skipped
     hb.clock.advance(timedelta(days=1))
     await hb.svc.settle()
     assert len(hb.kinds("round_open")) == 2
