@@ -27,6 +27,8 @@ run: $(STAMP)
 	$(BIN)/python -m bot console $(ARGS)
 
 test: $(STAMP)
+	$(BIN)/ruff check bot questionbank runner
+	$(BIN)/mypy bot questionbank runner
 	$(BIN)/python -m pytest -q $(ARGS)
 
 bench: $(STAMP)

@@ -124,8 +124,8 @@ async def run_bot(config_path: str, *, err: TextIO | None = None, stop: asyncio.
         for task in done:
             if task is stopper:
                 continue
-            exc = task.exception() if not task.cancelled() else None
-            err.write(f"{tasks[task]} stopped: {exc or 'returned'}; shutting down\n")
+            failure = task.exception() if not task.cancelled() else None
+            err.write(f"{tasks[task]} stopped: {failure or 'returned'}; shutting down\n")
             code = 1
         for task in [stopper, *tasks]:
             task.cancel()

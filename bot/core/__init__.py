@@ -4,8 +4,8 @@ Adapters use `QuizService` and the message/actor types; everything else is inter
 """
 from .clock import Clock, FakeClock, SystemClock
 from .models import Actor, Attachment, Block, Channel, ChannelRef, Message, Round, Schedule
-from .runners import RunnerPool, RunnerSlot, RunnerUnavailable
 from .roles import RoleRules
+from .runners import RunnerPool, RunnerSlot, RunnerUnavailable
 from .scoring import ScoringRules
 from .settings import AnswerSettings, CoreSettings, GradingSettings
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 
@@ -14,7 +14,7 @@ class Clock(Protocol):
 
 class SystemClock:
     def now(self) -> datetime:
-        return datetime.now(timezone.utc)
+        return datetime.now(UTC)
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
@@ -26,7 +26,7 @@ class FakeClock:
     def __init__(self, start: datetime) -> None:
         if start.tzinfo is None:
             raise ValueError("FakeClock needs an aware datetime")
-        self._now = start.astimezone(timezone.utc)
+        self._now = start.astimezone(UTC)
 
     def now(self) -> datetime:
         return self._now
@@ -38,7 +38,7 @@ class FakeClock:
         return self._now
 
     def set(self, when: datetime) -> None:
-        self._now = when.astimezone(timezone.utc)
+        self._now = when.astimezone(UTC)
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(0)
@@ -46,7 +46,7 @@ class FakeClock:
 
 def iso(dt: datetime) -> str:
     """Fixed-width UTC text that sorts chronologically."""
-    return dt.astimezone(timezone.utc).isoformat(timespec="microseconds")
+    return dt.astimezone(UTC).isoformat(timespec="microseconds")
 
 
 def parse_iso(text: str) -> datetime:

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from datetime import date, time, timedelta
-from typing import TYPE_CHECKING, Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from .leaderboards import leaderboard, player_card, render_board, render_card
-from .models import (PERIODS, WEEKDAY_NAMES, Actor, Attachment, Block, Channel, ChannelRef, Message, Schedule,
-                     denied, error, info)
+from .models import PERIODS, WEEKDAY_NAMES, Actor, Attachment, Block, Channel, ChannelRef, Message, Schedule, denied, error, info
 from .roles import Right, allowed, refusal
 from .scheduler import local_date, week_bounds, zone
 from .summaries import CSV_NOTE, build_digest, digest_chart, export_csv, period_bounds, render_digest
@@ -62,7 +62,7 @@ PERIOD_ALIASES = {"round": "round", "today": "round", "week": "week", "topic": "
 
 
 class CommandRouter:
-    def __init__(self, service: "QuizService") -> None:
+    def __init__(self, service: QuizService) -> None:
         self.svc = service
 
     @property
@@ -114,7 +114,7 @@ class CommandRouter:
 
     async def cmd_help(self, ctx: Ctx) -> list[Message]:
         lines = []
-        for name, (right, usage, what) in HELP.items():
+        for _name, (right, usage, what) in HELP.items():
             if allowed(ctx.actor, right, self.roles):  # type: ignore[arg-type]
                 tag = "" if right == "player" else f" ({right})"
                 lines.append(f"/quiz {usage}{tag}\n    {what}")
@@ -155,7 +155,7 @@ class CommandRouter:
         if card is None:
             return [info("You have not answered in this channel yet. Answer the open round to get on the board!",
                          ephemeral=True)]
-        players = await self.svc.db.fetchone(
+        players = await self.svc.db.fetchrow(
             "SELECT COUNT(*) FROM (SELECT player_id FROM player_months WHERE channel_id = ? GROUP BY player_id"
             " HAVING SUM(attempts) > 0)", (ch.id,))
         return [Message(kind="card", title=f"{card.name} in #{ch.ref.name or ch.ref.channel}",
@@ -472,7 +472,7 @@ def outline_title(scope: str) -> str:
         table = outline.sections if "." in scope else outline.chapters
         entry = table.get(scope) if isinstance(table, dict) else None
         if entry is None and isinstance(table, dict) and scope.isdigit():
-            entry = table.get(int(scope))
+            entry = table.get(int(scope))  # type: ignore[call-overload]  # chapters are keyed by int
         if entry is None:
             return ""
         text = getattr(entry, "text", entry)

@@ -18,9 +18,10 @@ import asyncio
 import bisect
 import heapq
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from questionbank.jobs import code_job, normalise_output, output_job
 from questionbank.model import Item
@@ -228,7 +229,7 @@ class Grader:
         self._stuck.clear()
         return True
 
-    async def _guarded(self, answer_id: int) -> "GradeOutcome | tuple[Answer, Round, Grade]":
+    async def _guarded(self, answer_id: int) -> GradeOutcome | tuple[Answer, Round, Grade]:
         async with self._sem:
             try:
                 return await self.prepare(answer_id)
@@ -244,7 +245,7 @@ class Grader:
             return prepared
         return (await self.record_many([prepared]))[0]
 
-    async def prepare(self, answer_id: int) -> "GradeOutcome | tuple[Answer, Round, Grade]":
+    async def prepare(self, answer_id: int) -> GradeOutcome | tuple[Answer, Round, Grade]:
         """Decide a claimed answer's grade (runner call outside the database lock); requeue or
         give it up when that is not possible now."""
         answer = await self.store.answers.get(answer_id)
@@ -434,7 +435,7 @@ class Grader:
             merged = sorted([(a, p) for a, p, _ in others] + [(first_pass, player_id)])[:k]
             order = [p for _, p in merged]
             rank = order.index(player_id) if player_id in order else None
-            for aid, pid, fb in others:
+            for _aid, pid, fb in others:
                 new_fb = rules.first_bonus_for(order.index(pid) if pid in order else None)
                 if new_fb != fb:
                     row = await store.solved_row(rnd.id, pid)
@@ -729,8 +730,9 @@ class _PassScores(_StoreScores):
             # a round this pass did not load: only bonus updates (queued through here) touch it
             row = await super().solved_row(round_id, player_id)
             self._other_rows[key] = {k: row[k] for k in _SCORE_FIELDS} if row is not None else None
-            if row is not None:
-                self._by_answer.setdefault(row["answer_id"], self._other_rows[key])
+            stored = self._other_rows[key]
+            if row is not None and stored is not None:
+                self._by_answer.setdefault(row["answer_id"], stored)
         row = self._other_rows[key]
         return dict(row) if row is not None else None
 

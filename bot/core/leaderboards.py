@@ -125,7 +125,7 @@ async def current_streak(store: Store, channel_id: int, player_id: int, now_roun
         " AND r.item_id IS NOT NULL ORDER BY r.opened_at DESC, r.id DESC LIMIT 1000",
         (player_id, channel_id))
     n = 0
-    for i, (rid, status, solved) in enumerate(rows):
+    for i, (_rid, status, solved) in enumerate(rows):
         if solved:
             n += 1
         elif i == 0 and status == "open":

@@ -251,7 +251,7 @@ class Message:
         }
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Message":
+    def from_json(cls, d: dict[str, Any]) -> Message:
         return cls(
             kind=d["kind"], title=d.get("title", ""),
             blocks=[Block(**b) for b in d.get("blocks", [])],

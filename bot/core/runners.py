@@ -14,9 +14,10 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from runner.client import RunnerUnavailable  # torch-free
 from runner.protocol import Capabilities, Verdict  # torch-free
@@ -132,7 +133,7 @@ class RunnerPool:
         return back
 
     @classmethod
-    def single(cls, client: GradingClient, *, name: str = "runner", cuda: bool | None = None) -> "RunnerPool":
+    def single(cls, client: GradingClient, *, name: str = "runner", cuda: bool | None = None) -> RunnerPool:
         return cls([RunnerSlot(name, client, cuda=cuda)])
 
     async def refresh(self) -> None:

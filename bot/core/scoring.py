@@ -17,8 +17,9 @@ gradings finish in, so the same attempts always give the same points.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from runner.protocol import PLAYER_VERDICTS, Verdict
 
@@ -67,7 +68,7 @@ class ScoringRules:
         d = asdict(self)
         return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
 
-    def merged(self, overrides: dict[str, Any]) -> "ScoringRules":
+    def merged(self, overrides: dict[str, Any]) -> ScoringRules:
         """These rules with some keys replaced (per-channel settings over the config defaults)."""
         return rules_from_dict(overrides, base=self)
 

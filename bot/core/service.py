@@ -13,8 +13,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import date, datetime, timedelta
-from typing import Any, Awaitable, Callable
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from questionbank.jobs import output_job
@@ -28,8 +29,7 @@ from .clock import Clock, SystemClock
 from .grading import Grader
 from .models import Actor, Block, Channel, ChannelRef, Message, Round, Schedule, error, info, plural
 from .runners import RunnerPool, RunnerUnavailable
-from .scheduler import (Slot, current_slot, gradable, local_date, next_round, pick_item, slot_for, slots_between,
-                        upcoming_slots, zone)
+from .scheduler import Slot, current_slot, gradable, local_date, next_round, pick_item, slot_for, slots_between, upcoming_slots, zone
 from .scoring import ScoringRules
 from .settings import CoreSettings
 
@@ -58,7 +58,7 @@ class QuizService:
         self.commands = CommandRouter(self)
 
     @classmethod
-    async def open(cls, path: str, bank: Any, pool: RunnerPool, **kw: Any) -> "QuizService":
+    async def open(cls, path: str, bank: Any, pool: RunnerPool, **kw: Any) -> QuizService:
         """Open the SQLite file (migrating it) and build the service."""
         return cls(await open_database(path), bank, pool, **kw)
 
@@ -642,7 +642,7 @@ class QuizService:
         return True
 
     async def round_stats(self, round_id: int) -> dict[str, Any]:
-        row = await self.db.fetchone(
+        row = await self.db.fetchrow(
             "SELECT COUNT(*), COUNT(DISTINCT player_id), SUM(state IN ('queued', 'grading')) FROM answers"
             " WHERE round_id = ? AND state != 'void'", (round_id,))
         solvers = await self.db.fetchall(

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Awaitable, Literal, TypeVar
+from collections.abc import Awaitable
+from typing import Any, Literal, TypeVar
 
 import discord
 from discord import app_commands
@@ -95,7 +96,8 @@ class AnswerModal(discord.ui.Modal):
     async def on_submit(self, interaction: discord.Interaction) -> None:
         await self.adapter.submit_answer(interaction, self.answer.value or "", round_id=self.round_id)
 
-    async def on_error(self, interaction: discord.Interaction, error: Exception) -> None:
+    async def on_error(self, interaction: discord.Interaction, error: Exception, *_: object) -> None:
+        """A Modal's handler (no item): a failing submit is answered, never silent."""
         await self.adapter.report_failure(interaction, error)
 
 
@@ -406,7 +408,8 @@ class DiscordAdapter:
             if what == "choice":
                 await self.submit_answer(interaction, key, round_id=round_id)
             elif what == "choices":
-                values = interaction.data.get("values") or []
+                data: dict[str, Any] = dict(interaction.data or {})
+                values: list[Any] = list(data.get("values") or [])
                 await self.submit_answer(interaction, ",".join(str(v) for v in values), round_id=round_id)
             elif what == "answer":
                 await self.open_form(interaction, round_id)

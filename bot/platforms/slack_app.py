@@ -206,7 +206,7 @@ class SlackAdapter:
         player's answer needs no roles), so that the core does not rename them."""
         try:
             return await asyncio.wait_for(self.actor(team, user_id, fallback_name), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.warning("slack: looking up %s took over %.1f s; answering with what is known", user_id, timeout)
             return Actor(PLATFORM, user_id, self._names.get((team, user_id)) or str(fallback_name or user_id))
 
@@ -291,8 +291,9 @@ class SlackAdapter:
                 log.exception("slack: message %s in %s failed", ts, channel)
                 if may_have_been_an_answer(text, in_round_thread=in_round_thread):
                     with contextlib.suppress(Exception):
+                        in_thread: dict[str, Any] = {"thread_ts": thread} if thread else {}
                         await self.client.chat_postEphemeral(channel=channel, user=str(event["user"]), text=SORRY,
-                                                             **({"thread_ts": thread} if thread else {}))
+                                                             **in_thread)
 
     async def open_form(self, where: ChannelRef, actor: Actor, form: Message, *, trigger_id: str | None,
                         respond: Respond | None = None) -> None:
@@ -578,7 +579,7 @@ class SlackAdapter:
         except SlackApiError as exc:
             log.warning("slack: could not send files to %s: %s", user_id, slack_error(exc))
             return False
-        except (SlackRequestError, aiohttp.ClientError, asyncio.TimeoutError) as exc:  # the upload step itself
+        except (TimeoutError, SlackRequestError, aiohttp.ClientError) as exc:  # the upload step itself
             log.warning("slack: could not upload files for %s: %r", user_id, exc)
             return False
 

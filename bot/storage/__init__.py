@@ -1,5 +1,5 @@
 """SQLite storage: one connection, WAL, numbered migrations, small repositories."""
 from .db import Database, open_database
-from .migrations import apply_migrations, MIGRATIONS_DIR
+from .migrations import MIGRATIONS_DIR, apply_migrations
 
 __all__ = ["Database", "open_database", "apply_migrations", "MIGRATIONS_DIR"]

@@ -17,9 +17,10 @@ import asyncio
 import contextlib
 import os
 import sqlite3
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import IO, Any, AsyncIterator, Callable
+from typing import IO, Any
 
 import aiosqlite
 
@@ -76,6 +77,13 @@ class Database:
     async def fetchone(self, sql: str, params: Any = ()) -> aiosqlite.Row | None:
         rows = await self.fetchall(sql, params)
         return rows[0] if rows else None
+
+    async def fetchrow(self, sql: str, params: Any = ()) -> aiosqlite.Row:
+        """The one row an aggregate or a RETURNING statement always gives."""
+        row = await self.fetchone(sql, params)
+        if row is None:
+            raise RuntimeError(f"expected a row from: {sql[:80]}")
+        return row
 
     async def close(self) -> None:
         try:

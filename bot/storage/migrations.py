@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -47,12 +47,12 @@ def _statements(sql: str) -> list[str]:
             if buf.strip():
                 out.append(buf.strip())
             buf = ""
-    if buf.strip() and not all(l.strip().startswith("--") or not l.strip() for l in buf.splitlines()):
+    if buf.strip() and not all(ln.strip().startswith("--") or not ln.strip() for ln in buf.splitlines()):
         out.append(buf.strip())
     return out
 
 
-async def newer_schema(db: "Database", directory: Path | None = None) -> str | None:
+async def newer_schema(db: Database, directory: Path | None = None) -> str | None:
     """A message when the database was written by a newer version of the bot (a schema version
     this one has no migration for); None when it is older, current or new. `{path}` in the
     message stands for the file."""
@@ -72,7 +72,7 @@ async def newer_schema(db: "Database", directory: Path | None = None) -> str | N
             "or restore a backup made before the upgrade (`python -m bot backup`).")
 
 
-async def apply_migrations(db: "Database", directory: Path | None = None) -> list[int]:
+async def apply_migrations(db: Database, directory: Path | None = None) -> list[int]:
     """Bring the schema up to date; returns the versions applied now."""
     await db.conn.execute(
         "CREATE TABLE IF NOT EXISTS schema_version ("
@@ -94,7 +94,7 @@ async def apply_migrations(db: "Database", directory: Path | None = None) -> lis
                                          "previous version") from e
             await conn.execute(
                 "INSERT INTO schema_version (version, name, applied_at) VALUES (?, ?, ?)",
-                (version, name, datetime.now(timezone.utc).isoformat()),
+                (version, name, datetime.now(UTC).isoformat()),
             )
         applied.append(version)
     return applied

@@ -6,13 +6,14 @@ There is one connection: reads may run anywhere, writes must run inside
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from datetime import date, datetime, time
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import aiosqlite
 
 from ..core.clock import iso, parse_iso
-from ..core.models import (Actor, Answer, Channel, ChannelRef, Message, Round, Schedule, TopicWeek)
+from ..core.models import Actor, Answer, Channel, ChannelRef, Message, Round, Schedule, TopicWeek
 from .db import Database
 
 
@@ -145,7 +146,7 @@ class Players:
         hit = self._cache.get(key)
         if hit and hit[1] == name:
             return hit[0]
-        row = await self.db.fetchone(
+        row = await self.db.fetchrow(
                 "INSERT INTO players (platform, user_id, name) VALUES (?, ?, ?)"
                 " ON CONFLICT (platform, user_id) DO UPDATE SET name = excluded.name RETURNING id",
                 (actor.platform, actor.user_id, name))
@@ -193,7 +194,7 @@ class TopicWeeks:
         self.db = db
 
     async def add(self, channel_id: int, scope: str, title: str, start: date, end: date, by: str) -> int:
-        row = await self.db.fetchone(
+        row = await self.db.fetchrow(
                 "INSERT INTO topic_weeks (channel_id, scope, title, start_date, end_date, created_by)"
                 " VALUES (?,?,?,?,?,?) RETURNING id",
                 (channel_id, scope, title, start.isoformat(), end.isoformat(), by))
@@ -368,7 +369,7 @@ class Answers:
         return int(row[0]) if row else None
 
     async def count_by(self, round_id: int, player_id: int) -> int:
-        row = await self.db.fetchone(
+        row = await self.db.fetchrow(
             "SELECT COUNT(*) FROM answers WHERE round_id = ? AND player_id = ? AND state != 'void'",
             (round_id, player_id))
         return int(row[0])
@@ -477,9 +478,9 @@ class Answers:
 
     async def pending_count(self, round_id: int | None = None) -> int:
         if round_id is None:
-            row = await self.db.fetchone("SELECT COUNT(*) FROM answers WHERE state IN ('queued', 'grading')")
+            row = await self.db.fetchrow("SELECT COUNT(*) FROM answers WHERE state IN ('queued', 'grading')")
         else:
-            row = await self.db.fetchone(
+            row = await self.db.fetchrow(
                 "SELECT COUNT(*) FROM answers WHERE round_id = ? AND state IN ('queued', 'grading')", (round_id,))
         return int(row[0])
 
@@ -547,7 +548,7 @@ class Outbox:
         self.db = db
 
     async def add(self, channel_id: int, message: Message, now: datetime) -> int:
-        row = await self.db.fetchone(
+        row = await self.db.fetchrow(
                 "INSERT INTO outbox (channel_id, round_id, payload, created_at) VALUES (?,?,?,?) RETURNING id",
                 (channel_id, message.round_id, json.dumps(message.to_json()), iso(now)))
         return int(row[0])
