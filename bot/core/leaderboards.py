@@ -167,7 +167,7 @@ async def player_card(store: Store, channel: Channel, player_id: int, now: datet
 def render_card(card: PlayerCard, players: int) -> str:
     lines = [
         f"Points: {card.points:g}" + (f"  (rank {card.rank} of {players})" if card.rank else ""),
-        f"Solved: {card.solved} of {card.rounds_played} rounds played, {card.attempts} attempts",
+        f"Solved: {card.solved} of {plural(card.rounds_played, 'round')} played, {plural(card.attempts, 'attempt')}",
         f"Streak: {card.streak} in a row (best {card.best_streak})",
     ]
 

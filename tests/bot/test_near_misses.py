@@ -232,3 +232,13 @@ async def test_discord_reply_to_the_round_post_with_a_wrong_key_is_answered(bot)
     chatter = await bot.say(D_ALICE, "2", bot.world.channel)  # a number in the channel: chatter
     chatter.reply.assert_not_awaited()
     assert (await bot.svc.db.fetchone("SELECT COUNT(*) FROM answers"))[0] == 0
+
+
+async def test_the_players_card_counts_in_english(make):
+    h = await make()
+    await h.cmd(MOD, "enable")
+    await h.cmd(MOD, "post c1-1")
+    await h.answer(ALICE, PASS)
+    await h.svc.settle()
+    card = (await h.cmd(ALICE, "me"))[0].text
+    assert "Solved: 1 of 1 round played, 1 attempt" in card, card
