@@ -18,7 +18,7 @@ import asyncio
 import bisect
 import heapq
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -407,14 +407,6 @@ class Grader:
         self.on_change()
         return out
 
-    async def record(self, answer_id: int, grade: Grade) -> bool:
-        """Record one grade for a claimed answer (see record_many)."""
-        answer = await self.store.answers.get(answer_id)
-        rnd = await self.store.rounds.get(answer.round_id) if answer else None
-        if answer is None or rnd is None:
-            return False
-        return (await self.record_many([(answer, rnd, grade)]))[0].state == "graded"
-
     async def score_player(self, rnd: Round, player_id: int, rules: ScoringRules, now: datetime, *,
                            view: _ScoreView | None = None) -> tuple[float, dict[int, dict[str, Any]]]:
         """Rewrite one player's score rows for a round from their graded attempts, and adjust the
@@ -500,11 +492,6 @@ class Grader:
                 row["answer_id"], first_bonus=row["first_bonus"], streak_bonus=sb, streak=streak,
                 points=round(row["points"] - row["streak_bonus"] + sb, 2))
 
-    async def _result_message(self, answer_id: int, player_id: int, rnd: Round, grade: Grade,
-                              total: float, channel: Channel | None, mine: dict[str, Any] | None) -> Message:
-        return self._build_result_message(answer_id, rnd, grade, total, channel, mine,
-                                          await self.store.players.who(player_id))
-
     @staticmethod
     def _build_result_message(answer_id: int, rnd: Round, grade: Grade, total: float, channel: Channel | None,
                               mine: dict[str, Any] | None, who_uid: tuple[str, str]) -> Message:
@@ -529,8 +516,6 @@ class Grader:
             data={"answer_id": answer_id, "verdict": grade.verdict, "points": total, "player": who},
         )
 
-
-GradingHook = Callable[[], Awaitable[None]]
 
 
 _SCORE_FIELDS = ("answer_id", "round_id", "channel_id", "player_id", "local_date", "chapter", "attempt_value",

@@ -156,23 +156,6 @@ class Answer:
     message: str | None = None
 
 
-@dataclass
-class Score:
-    """One graded answer's score row (see migrations/0001_initial.sql)."""
-
-    answer_id: int
-    round_id: int
-    channel_id: int
-    player_id: int
-    local_date: str
-    chapter: int
-    attempt_value: float
-    points: float
-    first_bonus: float
-    streak_bonus: float
-    solved: bool
-    streak: int
-
 
 @dataclass
 class LeaderboardRow:

@@ -162,7 +162,6 @@ def gradable(item: Item, capabilities: Iterable[str]) -> bool:
 class Pick:
     item: Item
     topic_fallback: bool  # the topic week's pool had nothing gradable, so the whole bank was used
-    reused: bool  # the pool was exhausted, so an item is repeated
 
 
 def pick_item(items: Iterable[Item], *, capabilities: Iterable[str], uses: Mapping[str, int],
@@ -192,4 +191,4 @@ def pick_item(items: Iterable[Item], *, capabilities: Iterable[str], uses: Mappi
         best = min(abs(it.difficulty - target) for it in candidates)
         candidates = [it for it in candidates if abs(it.difficulty - target) == best]
     rng = random.Random(zlib.crc32(f"{seed}|{on.isoformat()}|{least}".encode()))
-    return Pick(item=rng.choice(candidates), topic_fallback=fallback, reused=least > 0)
+    return Pick(item=rng.choice(candidates), topic_fallback=fallback)

@@ -486,11 +486,6 @@ class QuizService:
         rnd = await self.store.rounds.open_in(ch.id)
         return rnd is not None and rnd.message_ref == str(ref)
 
-    async def set_round_ref(self, round_id: int, ref: str) -> None:
-        """Adapters that post a round themselves record the post/thread id here."""
-        async with self.db.transaction():
-            await self.store.rounds.set_message_ref(round_id, ref)
-
     async def _no_round_text(self, ch: Channel) -> str:
         slot = await self.next_round(ch)
         when = ""

@@ -125,11 +125,6 @@ class Channels:
             (s.post_time.strftime("%H:%M"), s.timezone, ",".join(map(str, s.weekdays)), s.duration_min,
              s.language, int(s.ramp), iso(since) if since else None, channel_id))
 
-    async def set_scoring(self, channel_id: int, overrides: dict[str, Any]) -> None:
-        self.forget()
-        await self.db.conn.execute("UPDATE channels SET scoring = ? WHERE id = ?",
-                                   (json.dumps(overrides, sort_keys=True), channel_id))
-
     async def enabled(self) -> list[Channel]:
         return [_channel(r) for r in await self.db.fetchall("SELECT * FROM channels WHERE enabled = 1 ORDER BY id")]
 
