@@ -636,6 +636,11 @@ class QuizService:
         await self.store.outbox.add(rnd.channel_id, msg, now)
         return True
 
+    async def enabled_channels(self, platform: str, workspace: str) -> list[Channel]:
+        """One workspace's enabled quiz channels (an adapter's overview page, e.g. Slack's App Home)."""
+        return [ch for ch in await self.store.channels.enabled()
+                if ch.ref.platform == platform and ch.ref.workspace == workspace]
+
     async def round_stats(self, round_id: int) -> dict[str, Any]:
         row = await self.db.fetchrow(
             "SELECT COUNT(*), COUNT(DISTINCT player_id), SUM(state IN ('queued', 'grading')) FROM answers"

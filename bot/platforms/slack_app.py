@@ -439,8 +439,7 @@ class SlackAdapter:
     async def home_view(self, actor: Actor, team: str, *, limit: int = 24) -> dict[str, Any]:
         """The player's card and the week's board for each enabled quiz channel of the team
         that they are in (a private channel's board is not shown to outsiders)."""
-        channels = [ch for ch in await self.svc.store.channels.enabled()
-                    if ch.ref.platform == PLATFORM and ch.ref.workspace == team]
+        channels = await self.svc.enabled_channels(PLATFORM, team)
         member_of = await self._member_channels(actor.user_id) if channels else frozenset()
         entries: list[tuple[ChannelRef, Message, Message]] = []
         more = 0
