@@ -3,9 +3,9 @@
 A schema that loads is not enough: an item whose reference fails, whose hidden cases let a
 realistic mistake (or a lazy non-answer) through, or whose "what does this print?" snippet is
 not deterministic would teach the team the wrong thing. So every code item is graded through
-the real runner with its reference (must pass), its `wrong` answers, its starter and a set of
-generic dumb answers (all must fail), and every output item runs twice. No torch is imported
-here: the runner does the running.
+the real runner with its reference and its other `solutions` (all must pass), and with its
+`wrong` answers, its starter and a set of generic dumb answers (all must fail); every output
+item runs twice. No torch is imported here: the runner does the running.
 """
 from __future__ import annotations
 
@@ -201,6 +201,11 @@ FLAGS_ONLY_WARNING = (
     "(the result after mutating the input, the gradient itself, the state after the call)")
 
 
+MISSING_SOLUTION = (
+    "no other correct solution: add `solutions:` with at least one correct answer in a different idiom "
+    "from the reference, so a change to the cases that rejects correct players is caught here")
+
+
 def flags_only(cases: Sequence[dict[str, Any]]) -> bool:
     """Whether the reference's self-check says every case was decided on flags alone.
 
@@ -268,7 +273,20 @@ class Checker:
                 return
             self.report.findings.append(Finding(location, item.id, message))
 
+        async def must_pass(label: str, code: str, line: int) -> None:
+            result = await self.grade(code_job(item, code, job_id=f"check:{item.id}:{label}"))
+            if result.get("verdict") != "passed":
+                location = f"{item.source_file}:{line}" if line and item.source_file else item.location_of("solutions")
+                self.report.findings.append(Finding(
+                    location, item.id, f"{label} is rejected, so a player who writes it would lose points: "
+                                       f"{_describe_result(result)}"))
+
         tasks: list[Awaitable[None]] = []
+        if not item.solutions:
+            self.add(item, "reference", MISSING_SOLUTION, "warning")
+        for i, solution in enumerate(item.solutions, start=1):
+            idea = f" ({solution.idea})" if solution.idea else ""
+            tasks.append(must_pass(f"correct solution {i}{idea}", solution.code, solution.line))
         for i, wrong in enumerate(item.wrong, start=1):
             why = f" ({wrong.why})" if wrong.why else ""
             tasks.append(must_fail(f"wrong answer {i}{why}", "wrong", wrong.code, wrong.line))

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import yaml
 
-from .model import Item, Option, Text, WrongAnswer
+from .model import Item, Option, Solution, Text, WrongAnswer
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 ITEMS_DIR = PACKAGE_DIR / "items"
@@ -565,12 +565,13 @@ class _FileLoader:
 
     def check_sources(self, raw: dict, base: Path_, report: Report) -> None:
         trees = {name: self.parse_source(raw.get(name), base + (name,), report) for name in SOURCE_FIELDS}
-        wrong_trees: list[tuple[int, ast.Module | None]] = []
-        wrong = raw.get("wrong")
-        if isinstance(wrong, list):
-            for i, entry in enumerate(wrong):
-                if isinstance(entry, dict):
-                    wrong_trees.append((i, self.parse_source(entry.get("code"), base + ("wrong", i, "code"), report)))
+        answer_trees: dict[str, list[tuple[int, ast.Module | None]]] = {"wrong": [], "solutions": []}
+        for group, trees_of_group in answer_trees.items():
+            entries = raw.get(group)
+            if isinstance(entries, list):
+                for i, entry in enumerate(entries):
+                    if isinstance(entry, dict):
+                        trees_of_group.append((i, self.parse_source(entry.get("code"), base + (group, i, "code"), report)))
         if raw.get("kind") != "code":
             return
         entry = raw.get("entrypoint")
@@ -579,9 +580,17 @@ class _FileLoader:
                 tree = trees[name]
                 if tree is not None and entry not in defined_names(tree):
                     report(base + (name,), f"{name} does not define the entrypoint '{entry}'")
-            for i, tree in wrong_trees:
+            for i, tree in answer_trees["wrong"]:
                 if tree is not None and entry not in defined_names(tree):
                     report(base + ("wrong", i), f"wrong answer {i + 1} does not define '{entry}', so it would fail for the wrong reason")
+            reference_shape = ast.dump(trees["reference"]) if trees["reference"] is not None else None
+            for i, tree in answer_trees["solutions"]:
+                if tree is None:
+                    continue
+                if entry not in defined_names(tree):
+                    report(base + ("solutions", i), f"solution {i + 1} does not define the entrypoint '{entry}'")
+                elif ast.dump(tree) == reference_shape:
+                    report(base + ("solutions", i), f"solution {i + 1} is the reference again; write it in a different idiom")
             if trees["reference"] is not None and trees["starter"] is not None:
                 ref = signature_of(raw["reference"], entry)
                 start = signature_of(raw["starter"], entry)
@@ -654,6 +663,10 @@ class _FileLoader:
             wrong=tuple(
                 WrongAnswer(code=w["code"], why=w["why"].strip(), line=self.parsed.line(base + ("wrong", i)))
                 for i, w in enumerate(raw.get("wrong") or ())
+            ),
+            solutions=tuple(
+                Solution(code=a["code"], idea=a["idea"].strip(), line=self.parsed.line(base + ("solutions", i)))
+                for i, a in enumerate(raw.get("solutions") or ())
             ),
             mode=raw.get("mode", "partial"),
             snippet=raw.get("snippet", ""),

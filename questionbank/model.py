@@ -37,6 +37,16 @@ class WrongAnswer:
 
 
 @dataclass(frozen=True)
+class Solution:
+    """Another correct answer in a different idiom (`check` asserts it passes), so a change to
+    an item's cases that would reject a correct player is caught before it ships."""
+
+    code: str
+    idea: str = ""
+    line: int = field(default=0, compare=False)
+
+
+@dataclass(frozen=True)
 class Option:
     key: str
     text: Text
@@ -62,6 +72,7 @@ class Item:
     probe: str = ""
     tolerances: dict[str, float] = field(default_factory=dict)
     wrong: tuple[WrongAnswer, ...] = ()
+    solutions: tuple[Solution, ...] = ()
     mode: Literal["partial", "all_or_nothing"] = "partial"
     # output
     snippet: str = ""

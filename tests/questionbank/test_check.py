@@ -24,13 +24,15 @@ class StubOutline:
         return question_id in OUTLINE_IDS
 
 
-def code_item(item_id: str, *, setup: str, reference: str, wrong: list[tuple[str, str]], starter: str = "") -> str:
+def code_item(item_id: str, *, setup: str, reference: str, wrong: list[tuple[str, str]], starter: str = "",
+              solutions: list[tuple[str, str]] | None = None) -> str:
     """YAML for one code item with entrypoint `solve(x)`."""
     def block(source: str, indent: int) -> str:
         return textwrap.indent(textwrap.dedent(source).strip("\n") + "\n", " " * indent)
 
     starter = starter or "def solve(x):\n    raise NotImplementedError"
     wrong_yaml = "".join(f"      - why: {why}\n        code: |\n{block(code, 10)}" for why, code in wrong)
+    solutions_yaml = "".join(f"      - idea: {idea}\n        code: |\n{block(code, 10)}" for idea, code in solutions or ())
     return (
         f"  - id: {item_id}\n"
         "    outline: [2.1.2.a.1]\n    kind: code\n    difficulty: 1\n    tags: [test]\n    requires: cpu\n"
@@ -40,7 +42,8 @@ def code_item(item_id: str, *, setup: str, reference: str, wrong: list[tuple[str
         f"    starter: |\n{block(starter, 6)}"
         f"    setup: |\n{block(setup, 6)}"
         f"    reference: |\n{block(reference, 6)}"
-        f"    wrong:\n{wrong_yaml}"
+        + (f"    solutions:\n{solutions_yaml}" if solutions else "")
+        + f"    wrong:\n{wrong_yaml}"
     )
 
 
@@ -66,7 +69,13 @@ def make_cases():
 DOUBLE = "def solve(x):\n    return x * 2\n"
 ITEMS = {
     "good-double": code_item("good-double", setup=SETUP, reference=DOUBLE,
+                             solutions=[("torch.mul", "def solve(x):\n    return torch.mul(x, 2)\n"),
+                                        ("a sum", "def solve(x):\n    return torch.stack([x, x]).sum(0)\n")],
                              wrong=[("adds one", "def solve(x):\n    return x + 1\n")]),
+    "rejects-a-solution": code_item("rejects-a-solution", setup=SETUP, reference=DOUBLE,
+                                    solutions=[("in float64", "def solve(x):\n    return (x.double() * 2).float()\n"),
+                                               ("a new tensor", "def solve(x):\n    return x.mul(2).to(torch.float64)\n")],
+                                    wrong=[("adds one", "def solve(x):\n    return x + 1\n")]),
     "broken-reference": code_item("broken-reference", setup=SETUP,
                                   reference="def solve(x):\n    return x.view(-1, 3) * 2\n",
                                   wrong=[("adds one", "def solve(x):\n    return x + 1\n")]),
@@ -112,6 +121,19 @@ async def test_check_reports_each_kind_of_breakage(runner_client: Any, broken_it
     assert not report.ok
 
     assert messages(report, "good-double") == []
+    assert report.for_item("good-double") == []  # two solutions that pass: no warning either
+
+    # the second "solution" returns float64 where the cases expect float32: a correct-looking
+    # answer the item rejects is reported at its own line, the first one is fine
+    by_id = {i.id: i for i in broken_items}
+    [rejected] = [f for f in report.for_item("rejects-a-solution") if f.severity == "error"]
+    assert rejected.message.startswith("correct solution 2 (a new tensor) is rejected, so a player who writes it "
+                                       "would lose points: failed")
+    assert rejected.location == f"{by_id['rejects-a-solution'].source_file}:{by_id['rejects-a-solution'].solutions[1].line}"
+
+    # an item without another solution is told to add one (a warning until the bank has them all)
+    [missing] = [f for f in report.for_item("wrong-that-passes") if f.severity == "warning"]
+    assert missing.message.startswith("no other correct solution: add `solutions:`")
     assert messages(report, "good-output") == []
 
     [ref] = messages(report, "broken-reference")
@@ -135,13 +157,12 @@ async def test_check_reports_each_kind_of_breakage(runner_client: Any, broken_it
     assert failing.startswith("the snippet does not run cleanly: error")
 
     # compiler-style locations: the wrong answer's own line, the item's reference or snippet line
-    by_id = {i.id: i for i in broken_items}
     wrong_line = by_id["wrong-that-passes"].wrong[0].line
     located = [f for f in report.for_item("wrong-that-passes") if f.severity == "error"]
     assert located[0].location == f"{by_id['wrong-that-passes'].source_file}:{wrong_line}"
     assert str(located[0]).startswith(f"{located[0].location}: wrong-that-passes: wrong answer 1")
     text = report.format()
-    assert text.splitlines()[-1].startswith("check: FAILED: 10 items (6 code, 4 output), ")
+    assert text.splitlines()[-1].startswith("check: FAILED: 11 items (7 code, 4 output), ")
 
 
 async def test_check_command_through_a_runner_url(runner_client: Any, broken_file: Path,
@@ -153,7 +174,7 @@ async def test_check_command_through_a_runner_url(runner_client: Any, broken_fil
     out = io.StringIO()
     code = await run_check([str(good)], runner_url=runner_client.url, token=runner_client.token, out=out)
     assert code == 0, out.getvalue()
-    assert out.getvalue().splitlines()[-1].startswith("check: ok: 2 items (1 code, 1 output), 11 runner jobs, 0 errors")
+    assert out.getvalue().splitlines()[-1].startswith("check: ok: 2 items (1 code, 1 output), 13 runner jobs, 0 errors")
 
     out = io.StringIO()
     monkeypatch.setenv("RUNNER_TOKEN", runner_client.token)
@@ -161,7 +182,7 @@ async def test_check_command_through_a_runner_url(runner_client: Any, broken_fil
     assert code == 1
     lines = out.getvalue().splitlines()
     assert any("wrong-that-passes: wrong answer 1 (adds x to itself) passes" in line for line in lines)
-    assert lines[-1].startswith("check: FAILED: 10 items")
+    assert lines[-1].startswith("check: FAILED: 11 items")
 
     out = io.StringIO()
     bad_yaml = broken_file.parent / "bad.yaml"
@@ -214,7 +235,8 @@ async def test_everything_passing_flags_every_wrong_starter_and_dumb_answer(brok
     assert "wrong answer 1 (adds one) passes; the hidden cases do not catch it" in got
     assert "the starter code passes; the hidden cases do not catch it" in got
     assert sum("the dumb answer" in m for m in got) == 6
-    assert report.jobs == len(client.jobs) == 1 + 1 + 1 + 6
+    assert not any("correct solution" in m for m in got)  # both solutions pass, as they should
+    assert report.jobs == len(client.jobs) == 1 + 2 + 1 + 1 + 6  # reference, solutions, wrong, starter, dumb
     assert {j["submission"] for j in client.jobs[1:]}.isdisjoint({item.reference})
 
 
@@ -225,8 +247,8 @@ async def test_an_unreachable_runner_is_a_finding_not_a_crash(broken_items: list
 
 
 class ReportsEvidence:
-    """A runner that passes the reference, marking its cases with the given evidence (None: no
-    `evidence` field, as an older runner), and fails every other answer."""
+    """A runner that passes the reference (marking its cases with the given evidence; None: no
+    `evidence` field, as an older runner) and the item's other solutions, and fails every other answer."""
 
     def __init__(self, evidence: tuple[str | None, ...]) -> None:
         self.evidence = evidence
@@ -234,7 +256,7 @@ class ReportsEvidence:
     async def grade(self, job: dict[str, Any]) -> dict[str, Any]:
         cases = [{"index": i, "name": f"case {i + 1}", "example": i == 0, "passed": True, "ran": True,
                   "message": ""} for i in range(len(self.evidence))]
-        if not job["job_id"].endswith(":reference"):
+        if not job["job_id"].endswith(":reference") and ":correct solution" not in job["job_id"]:
             for case in cases:
                 case.update(passed=False, message="result: 1 of 6 values differ")
             return {"verdict": "failed", "message": f"0 of {len(cases)} cases passed", "cases": cases}
@@ -303,3 +325,19 @@ def test_cli_try_grades_through_the_runner(runner_client: Any, tmp_path: Path, m
     guess.write_text("torch.Size([3,  4])\ntorch.Size([2, 3, 5])\n", encoding="utf-8")
     assert main(["try", "broadcasting-shapes", str(guess), "--runner", runner_client.url]) == 1
     assert "failed: the output differs" in capsys.readouterr().out
+
+
+def test_a_solution_must_be_another_idiom_and_define_the_entrypoint(tmp_path: Path) -> None:
+    path = tmp_path / "solutions.yaml"
+    path.write_text("items:\n" + code_item(
+        "lazy-solutions", setup=SETUP, reference=DOUBLE,
+        solutions=[("the reference again", DOUBLE),
+                   ("another name", "def double(x):\n    return x * 2\n"),
+                   ("einsum", "def solve(x):\n    return torch.einsum('...,->...', x, torch.tensor(2.0))\n")],
+        wrong=[("adds one", "def solve(x):\n    return x + 1\n")]), encoding="utf-8")
+    items, problems = load_items([path], outline=StubOutline())
+    assert items == []
+    assert sorted(p.message.partition(": ")[2] for p in problems) == [
+        "solution 1 is the reference again; write it in a different idiom",
+        "solution 2 does not define the entrypoint 'solve'",
+    ], [str(p) for p in problems]
