@@ -43,6 +43,15 @@ OPTIM_JOB = {
     "entrypoint": "solve",
 }
 OPTIM_JOB["submission"] = OPTIM_JOB["reference"]
+# Ranks mode: two processes in a gloo group over the job's own loopback, one all_reduce per case.
+RANKS_JOB = {
+    "kind": "code", "ranks": 2,
+    "setup": "def make_cases():\n    return [{'args': (torch.randn(16),)} for _ in range(3)]\n",
+    "reference": ("import torch.distributed as dist\ndef solve(x):\n    y = x * (dist.get_rank() + 1)\n"
+                  "    dist.all_reduce(y)\n    return y\n"),
+    "entrypoint": "solve",
+}
+RANKS_JOB["submission"] = RANKS_JOB["reference"]
 
 
 def pct(data: list[float], q: float) -> float:
@@ -166,6 +175,9 @@ async def main() -> None:
         print(f"warm HTTP end-to-end: n={len(w)} p50={pct(w, .5):.1f} ms p95={pct(w, .95):.1f} ms")
         o = await warm(client, max(5, args.warm // 5), OPTIM_JOB)
         print(f"warm, a job that builds an optimizer: n={len(o)} p50={pct(o, .5):.1f} ms")
+        r2 = await warm(client, max(5, args.warm // 5), RANKS_JOB) if health.get("capabilities", {}).get("ranks", 1) >= 2 else []
+        if r2:
+            print(f"warm, a 2-rank gloo job (all_reduce): n={len(r2)} p50={pct(r2, .5):.1f} ms p95={pct(r2, .95):.1f} ms")
         tp = await throughput(client, args.seconds, args.clients)
         print(f"throughput: {tp:.1f} gradings/s with {args.clients} concurrent clients")
         assert embedded.proc is not None
@@ -178,7 +190,8 @@ async def main() -> None:
     print(f"cold (fresh sandboxed interpreter per job): n={len(c)} p50={statistics.median(c):.0f} ms")
     speedup = statistics.median(c) / pct(w, .5)
     print(f"runner: warm_p50_ms={pct(w, .5):.1f} cold_p50_ms={statistics.median(c):.0f} "
-          f"speedup={speedup:.0f}x throughput_per_s={tp:.1f} parent_peak_mb={peak:.0f}")
+          f"speedup={speedup:.0f}x throughput_per_s={tp:.1f} parent_peak_mb={peak:.0f}"
+          + (f" ranks2_p50_ms={pct(r2, .5):.0f}" if r2 else ""))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from runner.protocol import Capabilities, capability_words  # torch-free
+
 from .jobs import code_job, output_job
 from .loader import Problem, defined_names, load_items
 from .model import Item
@@ -59,6 +61,7 @@ class CheckReport:
     kinds: dict[str, int] = field(default_factory=dict)
     jobs: int = 0
     skipped: list[str] = field(default_factory=list)
+    skip_reasons: dict[str, int] = field(default_factory=dict)  # the runner's message -> items
     seconds: float = 0.0
 
     @property
@@ -81,7 +84,8 @@ class CheckReport:
         parts = [f"{self.items} item{'s' if self.items != 1 else ''}" + (f" ({kinds})" if kinds else ""),
                  f"{self.jobs} runner job{'s' if self.jobs != 1 else ''}"]
         if self.skipped:
-            parts.append(f"{len(self.skipped)} skipped")
+            why = "; ".join(f"{n} {reason}" for reason, n in sorted(self.skip_reasons.items()))
+            parts.append(f"{len(self.skipped)} not checked here" + (f" ({why})" if why else ""))
         parts.append(f"{len(self.errors)} error{'s' if len(self.errors) != 1 else ''}")
         if self.warnings:
             parts.append(f"{len(self.warnings)} warning{'s' if len(self.warnings) != 1 else ''}")
@@ -217,7 +221,7 @@ def flags_only(cases: Sequence[dict[str, Any]]) -> bool:
     return bool(cases) and all(c.get("evidence") == "flags" for c in cases)
 
 
-def _no_cuda(result: dict[str, Any]) -> bool:
+def _unsupported(result: dict[str, Any]) -> bool:
     return result.get("verdict") == "unsupported"
 
 
@@ -230,6 +234,16 @@ class Checker:
         self.semaphore = asyncio.Semaphore(max(1, concurrency))
         self.report = CheckReport()
         self.progress = progress or (lambda line: None)
+        self.offers: set[str] | None = None  # what the runner says it can run, once asked
+
+    async def ask_capabilities(self) -> None:
+        health = getattr(self.client, "health", None)
+        if health is None:
+            return
+        try:
+            self.offers = set(Capabilities.from_health(await health()).offers())
+        except Exception:  # noqa: BLE001 - an older or unreachable runner: skips are then only warnings
+            self.offers = None
 
     async def grade(self, job: dict[str, Any]) -> dict[str, Any]:
         async with self.semaphore:
@@ -239,14 +253,26 @@ class Checker:
             except Exception as e:  # noqa: BLE001 - an unreachable runner is a finding, not a crash
                 return {"verdict": "internal", "message": f"the runner could not grade it: {type(e).__name__}: {e}"}
 
+    def skip(self, item: Item, result: dict[str, Any]) -> None:
+        """An item this runner cannot run is counted and said, never passed over in silence; if
+        the runner claims on its health what the item needs, that is an error, not a skip."""
+        needs = sorted(capability_words(item.requires, item.features, item.ranks))
+        if self.offers is not None and set(needs) <= self.offers:
+            self.add(item, "requires", f"the runner offers {', '.join(needs)} but answered unsupported: "
+                                       f"{result.get('message', '')}")
+            return
+        self.report.skipped.append(item.id)
+        reason = str(result.get("message") or "this runner cannot run it")
+        self.report.skip_reasons[reason] = self.report.skip_reasons.get(reason, 0) + 1
+        self.add(item, "", f"skipped: it needs {', '.join(needs)} ({reason})", "warning")
+
     def add(self, item: Item, where: str, message: str, severity: Severity = "error") -> None:
         self.report.findings.append(Finding(item.location_of(where) if where else item.location, item.id, message, severity))
 
     async def check_code(self, item: Item) -> None:
         reference = await self.grade(code_job(item, job_id=f"check:{item.id}:reference"))
-        if _no_cuda(reference):
-            self.report.skipped.append(item.id)
-            self.add(item, "", "skipped: it requires CUDA and this runner has none", "warning")
+        if _unsupported(reference):
+            self.skip(item, reference)
             return
         if reference.get("verdict") != "passed":
             self.add(item, "reference", f"the reference does not pass: {_describe_result(reference)}")
@@ -300,9 +326,8 @@ class Checker:
             self.grade(output_job(item, job_id=f"check:{item.id}:run1")),
             self.grade(output_job(item, job_id=f"check:{item.id}:run2")),
         )
-        if _no_cuda(first):
-            self.report.skipped.append(item.id)
-            self.add(item, "", "skipped: it requires CUDA and this runner has none", "warning")
+        if _unsupported(first):
+            self.skip(item, first)
             return
         for result in (first, second):
             if result.get("verdict") != "passed":
@@ -341,6 +366,7 @@ class Checker:
 
     async def run(self, items: Iterable[Item]) -> CheckReport:
         started = time.monotonic()
+        await self.ask_capabilities()
         await asyncio.gather(*(self.check_item(item) for item in items))
         self.report.seconds = time.monotonic() - started
         return self.report

@@ -21,7 +21,8 @@ def _check_kind(item: Item, kind: str) -> None:
 def code_job(item: Item, submission: str | None = None, *, job_id: str = "") -> dict[str, Any]:
     """A grading job for a `code` item; with no submission the reference grades itself."""
     _check_kind(item, "code")
-    return Job(kind="code", job_id=job_id or item.id, requires=item.requires, seed=0,
+    return Job(kind="code", job_id=job_id or item.id, requires=item.requires, features=item.features,
+               ranks=item.ranks, seed=0,
                setup=item.setup, reference=item.reference, entrypoint=item.entrypoint,
                submission=item.reference if submission is None else submission, probe=item.probe or "",
                tolerances=dict(item.tolerances or {}), limits=dict(item.limits or {})).to_json()
@@ -30,7 +31,7 @@ def code_job(item: Item, submission: str | None = None, *, job_id: str = "") -> 
 def output_job(item: Item, *, job_id: str = "") -> dict[str, Any]:
     """A job that runs an `output` item's snippet so its expected stdout comes from real torch."""
     _check_kind(item, "output")
-    return Job(kind="output", job_id=job_id or item.id, requires=item.requires, seed=0,
+    return Job(kind="output", job_id=job_id or item.id, requires=item.requires, features=item.features, seed=0,
                snippet=item.snippet, limits=dict(item.limits or {})).to_json()
 
 

@@ -21,6 +21,8 @@ from typing import Any, Protocol
 
 import yaml
 
+from runner.protocol import DEVICES, FEATURES, parse_requires  # torch-free
+
 from .model import Item, Option, Solution, Text, WrongAnswer
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -545,6 +547,18 @@ class _FileLoader:
         schema_ok = len(self.problems) == before
         self.check_sources(raw, base, report)
         self.check_outline(raw, base, report)
+        if isinstance(raw.get("requires"), (str, list)):
+            try:
+                parse_requires(raw["requires"])
+            except ValueError as e:
+                names = raw["requires"] if isinstance(raw["requires"], list) else [raw["requires"]]
+                unknown = [n for n in names if isinstance(n, str) and n not in DEVICES + FEATURES]
+                hint = _did_you_mean(unknown[0], DEVICES + FEATURES) if unknown else ""
+                message = str(e)
+                if hint and message.endswith(")"):  # "(known: ...)" + "; did you mean 'cpu'?"
+                    message = message[:-1] + "; " + hint.strip(" ()") + ")"
+                report(base + ("requires",), message)
+                schema_ok = False
         self.check_choice(raw, base, report)
         if not schema_ok:
             return None
@@ -649,7 +663,9 @@ class _FileLoader:
             outline=tuple(raw["outline"]),
             difficulty=raw["difficulty"],
             tags=tuple(raw["tags"]),
-            requires=raw["requires"],
+            requires=parse_requires(raw["requires"])[0],
+            features=parse_requires(raw["requires"])[1],
+            ranks=int(raw.get("ranks", 1)),
             title=text(raw["title"]),
             prompt=text(raw["prompt"]),
             explanation=text(raw["explanation"]),

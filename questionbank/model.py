@@ -73,6 +73,8 @@ class Item:
     tolerances: dict[str, float] = field(default_factory=dict)
     wrong: tuple[WrongAnswer, ...] = ()
     solutions: tuple[Solution, ...] = ()
+    ranks: int = 1  # > 1: graded in ranks mode (a gloo group of this many processes)
+    features: tuple[str, ...] = ()  # what grading needs beyond the device: onnx, inductor
     mode: Literal["partial", "all_or_nothing"] = "partial"
     # output
     snippet: str = ""

@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 LIMIT_KEYS = ("wall_s", "cpu_s", "memory_mb", "processes", "open_files", "file_size_mb",
-              "output_kb", "scratch_mb")
+              "output_kb", "scratch_mb", "shm_mb")
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,7 @@ class Limits:
     file_size_mb: int = 16
     output_kb: int = 64
     scratch_mb: int = 64
+    shm_mb: int = 64  # /dev/shm, where DataLoader workers put their batches
 
     def clamp(self, requested: dict[str, Any] | None, maxima: Limits) -> Limits:
         """Per-job limits: the request where given, never above the server's maxima."""
@@ -54,7 +55,12 @@ class RunnerConfig:
     defaults: Limits = field(default_factory=Limits)
     maxima: Limits = field(default_factory=lambda: Limits(
         wall_s=30, cpu_s=30, memory_mb=8192, processes=128, open_files=512,
-        file_size_mb=64, output_kb=1024, scratch_mb=512))
+        file_size_mb=64, output_kb=1024, scratch_mb=512, shm_mb=1024))
+    # the most ranks a multi-rank (`ranks: N`) job may start; 1 turns ranks mode off
+    max_ranks: int = 4
+    # torch.compile's default (Inductor) backend for jobs that ask for it: needs a C++ compiler
+    # in the image, and jobs that use it run with exec allowed
+    inductor: bool = False
 
     def token(self) -> str | None:
         return os.environ.get(self.token_env) or None
@@ -69,7 +75,7 @@ class ConfigError(ValueError):
 _SCALARS = {"host": str, "port": int, "token_env": str, "max_request_kb": int, "queue_size": int,
             "workers": int, "threads_per_job": int, "allow_unsandboxed": bool,
             "gpu_memory_fraction": float, "reference_cache": int, "max_observation_mb": int,
-            "cgroups": bool, "cold_start": bool}
+            "cgroups": bool, "cold_start": bool, "max_ranks": int, "inductor": bool}
 
 
 def load_config(path: str | Path | None) -> RunnerConfig:

@@ -25,7 +25,7 @@ from . import __version__, judge, sandbox
 from .cgroups import JobCgroups
 from .config import Limits, RunnerConfig
 from .judge import Judged
-from .protocol import Job, JobError, Result, Verdict
+from .protocol import Capabilities, Job, JobError, Result, Verdict
 from .supervisor import RawRun, Supervisor, _feed_pipe
 
 log = logging.getLogger("runner")
@@ -43,8 +43,9 @@ def validate_job(job: Any) -> str:
 class Zygote:
     """One jailed warm interpreter and the socket to it."""
 
-    def __init__(self, plan: sandbox.JailPlan | None) -> None:
+    def __init__(self, plan: sandbox.JailPlan | None, *, inductor: bool = False) -> None:
         self.plan = plan
+        self.inductor = inductor  # warm torch.compile's Inductor backend at start-up
         self.proc: asyncio.subprocess.Process | None = None
         self.sock: socket.socket | None = None
         self.lock = asyncio.Lock()
@@ -52,6 +53,8 @@ class Zygote:
     async def start(self) -> None:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         args = [sys.executable, "-m", "runner.zygote", "--fd", str(child.fileno())]
+        if self.inductor:
+            args.append("--inductor")
         if self.plan is None:
             args.append("--unsandboxed")
             argv = args
@@ -162,7 +165,7 @@ class Engine:
         await loop.run_in_executor(None, __import__, "torch")
         plan = await asyncio.get_running_loop().run_in_executor(None, self._plan)
         self.plan = plan
-        self.zygote = Zygote(plan)
+        self.zygote = Zygote(plan, inductor=self.config.inductor)
         await self.zygote.start()
         raw = await self._run({"kind": "capabilities"}, self.config.defaults)
         try:
@@ -187,9 +190,19 @@ class Engine:
                 log.warning("warm worker gone; restarting it")
                 if self.zygote is not None:
                     await self.zygote.stop()
-                self.zygote = Zygote(self.plan)
+                self.zygote = Zygote(self.plan, inductor=self.config.inductor)
                 await self.zygote.start()
             return self.zygote
+
+    def capabilities(self) -> Capabilities:
+        """What this runner can grade: its device, ranks and optional features (from the
+        sandbox's own start-up probe, so a package the jail cannot import is not claimed)."""
+        found = set(self.caps.get("features") or ())
+        if not self.config.inductor:
+            found.discard("inductor")
+        return Capabilities(torch=self.caps.get("torch"), cuda=self.caps.get("cuda") or None,
+                            sandbox=tuple(self.features), ranks=max(1, self.config.max_ranks),
+                            features=frozenset(found))
 
     def health(self) -> dict[str, Any]:
         return {
@@ -201,6 +214,7 @@ class Engine:
             "free_workers": self.config.workers - self.busy,
             "sandbox": self.features,
             "sandboxed": self.sandboxed,
+            "capabilities": self.capabilities().to_json(),
             "limits": {"defaults": self.config.defaults.as_dict(), "maxima": self.config.maxima.as_dict()},
         }
 
@@ -219,7 +233,7 @@ class Engine:
     async def _run_unlocked(self, payload: dict[str, Any], limits: Limits) -> RawRun:
         if self.config.cold_start and payload.get("kind") != "capabilities":
             # Benchmark baseline: a fresh jailed interpreter (and `import torch`) per process.
-            cold = Zygote(self.plan)
+            cold = Zygote(self.plan, inductor=self.config.inductor)
             await cold.start()
             try:
                 return await self._run_in(cold, payload, limits)
@@ -274,8 +288,9 @@ class Engine:
     async def grade_job(self, job: Job) -> Result:
         received = time.monotonic()
         limits = self.config.defaults.clamp(job.limits, self.config.maxima)
-        if job.requires == "cuda" and not self.caps.get("cuda"):
-            result = Result(Verdict.UNSUPPORTED, "no CUDA device on this runner")
+        missing = self.capabilities().missing(job.requires, job.features, job.ranks)
+        if missing:
+            result = Result(Verdict.UNSUPPORTED, missing)
         elif job.kind == "output":
             raw = await self._run({"kind": "output", "role": "snippet", "code": job.snippet,
                                    "seed": job.seed, "requires": job.requires,
@@ -305,7 +320,7 @@ class Engine:
         """Reference observations, cached by the hash of the trusted parts of the job."""
         key = hashlib.sha256(json.dumps(
             [job.setup, job.reference, job.probe, job.entrypoint, job.seed, job.requires,
-             job.allow_exec]).encode()).hexdigest()
+             job.allow_exec, job.ranks, list(job.features)]).encode()).hexdigest()
         if key in self.ref_cache:
             self.ref_cache.move_to_end(key)
             self.metrics["reference_cache_hits"] += 1
@@ -378,4 +393,5 @@ def _decode_reference(raw: RawRun) -> tuple[Judged | None, str]:
 def _code_payload(job: Job, role: str, code: str) -> dict[str, Any]:
     return {"kind": "code", "role": role, "code": code, "setup": job.setup, "probe": job.probe,
             "entrypoint": job.entrypoint, "seed": job.seed, "requires": job.requires,
-            "allow_exec": job.allow_exec}
+            # Inductor on CPU runs a C++ compiler: a job that asks for it may exec
+            "allow_exec": job.allow_exec or "inductor" in job.features, "ranks": job.ranks}

@@ -55,10 +55,27 @@ def _error_info(exc: BaseException, filename: str, source: str) -> dict[str, Any
             "traceback": "\n".join(lines)[:2000]}
 
 
+# The module names code runs under. Registered in sys.modules, so what looks a player's class
+# or function up by name works: torch.save/torch.load of a class the player defined, pickling
+# for DataLoader workers, flex_attention and torch.compile resolving globals.
+CODE_MODULE = "__quiz__"
+SETUP_MODULE = "__quiz_setup__"
+PROBE_MODULE = "__quiz_probe__"
+
+
+def _module_globals(name: str) -> dict[str, Any]:
+    module = types.ModuleType(name)
+    g = module.__dict__
+    g.update(base_globals())
+    g["__name__"] = name
+    sys.modules[name] = module
+    return g
+
+
 def _load(source: str, filename: str) -> dict[str, Any]:
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     code = compile(source, filename, "exec", dont_inherit=True)
-    g = base_globals()
+    g = _module_globals(CODE_MODULE)
     exec(code, g)
     return g
 
@@ -160,21 +177,26 @@ def run_code_job(payload: dict[str, Any], started: Callable[[int], None] = lambd
 
     enc = Encoder(max_bytes=int(payload.get("max_observation_bytes", 16 << 20)))
     header: dict[str, Any] = {"status": "ok", "error": None, "cases": [], "tampered": []}
-    trusted = payload["role"] == "reference"
-    code_file = "<reference>" if trusted else SUBMISSION_FILE
 
     # 1. trusted setup, before any untrusted code is loaded
     _seed(int(payload.get("seed", 0)))
-    setup_g = base_globals()
+    setup_g = _module_globals(SETUP_MODULE)
     exec(compile(payload["setup"], "<setup>", "exec"), setup_g)
     cases = list(setup_g["make_cases"]())
     probe_fn = None
     if payload.get("probe"):
-        probe_g = base_globals()
+        probe_g = _module_globals(PROBE_MODULE)
         exec(compile(payload["probe"], "<probe>", "exec"), probe_g)
         probe_fn = probe_g["probe"]
     header["cases"] = [{"name": str(c.get("name") or f"case {i + 1}"), "example": bool(c.get("example", False)),
                         "obs": None, "error": None} for i, c in enumerate(cases)]
+    ranks = int(payload.get("ranks", 1))
+    if ranks > 1:
+        from .ranks import run_ranks
+
+        run_ranks(payload, ranks, cases, probe_fn, header, enc, started)
+        del torch
+        return {"header": header, "encoder": enc}
     snapshot = TorchSnapshot()
     # Bound now, before any untrusted code: rebinding the module's names later changes nothing
     # here (and is itself reported as tampering).
@@ -182,6 +204,32 @@ def run_code_job(payload: dict[str, Any], started: Callable[[int], None] = lambd
     encode = enc.encode
 
     # 2. the player's code
+    fn = load_entrypoint(payload, header)
+    if fn is None:
+        return {"header": header, "encoder": enc}
+
+    # 3. the cases
+    for i, case in enumerate(cases):
+        slot = header["cases"][i]
+        started(i)
+        outcome, value = run_case(fn, case, probe_fn, payload, restore)
+        if outcome == "obs":
+            try:
+                slot["obs"] = encode(value)
+            except WireError as e:
+                slot["error"] = {"type": "OutputLimit" if "exceed" in str(e) else "BadResult",
+                                 "message": str(e), "traceback": ""}
+        else:
+            slot["error"] = value
+        restore()
+    del torch
+    return {"header": header, "encoder": enc}
+
+
+def load_entrypoint(payload: dict[str, Any], header: dict[str, Any]) -> Callable[..., Any] | None:
+    """Load the code and find its entrypoint; None (with the header's status set) when it cannot."""
+    trusted = payload["role"] == "reference"
+    code_file = "<reference>" if trusted else SUBMISSION_FILE
     source = payload["code"]
     try:
         g = _load(source, code_file)
@@ -189,11 +237,11 @@ def run_code_job(payload: dict[str, Any], started: Callable[[int], None] = lambd
         header["status"] = "invalid"
         header["error"] = _error_info(e, code_file, source)
         header["error"]["message"] = f"syntax error: {e.msg} (line {e.lineno})"
-        return {"header": header, "encoder": enc}
+        return None
     except BaseException as e:  # noqa: BLE001 - anything the module body raised is the player's
         header["status"] = "error"
         header["error"] = _error_info(e, code_file, source)
-        return {"header": header, "encoder": enc}
+        return None
     entry = payload["entrypoint"]
     fn = g.get(entry)
     if not callable(fn):
@@ -202,36 +250,30 @@ def run_code_job(payload: dict[str, Any], started: Callable[[int], None] = lambd
                            "message": f"define a function named `{entry}`"
                                       + ("" if fn is None else f" (`{entry}` is not callable)"),
                            "traceback": ""}
-        return {"header": header, "encoder": enc}
+        return None
+    return fn
 
-    # 3. the cases
-    for i, case in enumerate(cases):
-        args = list(case.get("args", ()))
-        kwargs = dict(case.get("kwargs", {}))
-        slot = header["cases"][i]
-        started(i)
-        try:
-            result = fn(*args, **kwargs)
-        except BaseException as e:  # noqa: BLE001
-            if isinstance(e, (KeyboardInterrupt, SystemExit)) and not trusted:
-                e = RuntimeError(f"{type(e).__name__} raised while running your function")
-            slot["error"] = _error_info(e, code_file, source)
-            restore()
-            continue
-        restore()
-        try:
-            obs = probe_fn(result, args, kwargs, fn) if probe_fn else {"result": result}
-            slot["obs"] = encode(obs)
-        except WireError as e:
-            slot["error"] = {"type": "OutputLimit" if "exceed" in str(e) else "BadResult",
-                             "message": str(e), "traceback": ""}
-        except BaseException as e:  # noqa: BLE001 - the probe raised on this result
-            slot["error"] = {"type": type(e).__name__,
-                             "message": f"checking your result raised {type(e).__name__}: {str(e)[:300]}",
-                             "traceback": "", "in_probe": True}
-        restore()
-    del torch
-    return {"header": header, "encoder": enc}
+
+def run_case(fn: Callable[..., Any], case: dict[str, Any], probe_fn: Callable[..., Any] | None,
+             payload: dict[str, Any], restore: Callable[[], None]) -> tuple[str, Any]:
+    """Call the entrypoint on one case and probe the result: ("obs", observation) or ("error", info)."""
+    trusted = payload["role"] == "reference"
+    code_file = "<reference>" if trusted else SUBMISSION_FILE
+    args = list(case.get("args", ()))
+    kwargs = dict(case.get("kwargs", {}))
+    try:
+        result = fn(*args, **kwargs)
+    except BaseException as e:  # noqa: BLE001
+        if isinstance(e, (KeyboardInterrupt, SystemExit)) and not trusted:
+            e = RuntimeError(f"{type(e).__name__} raised while running your function")
+        return "error", _error_info(e, code_file, payload["code"])
+    restore()
+    try:
+        return "obs", (probe_fn(result, args, kwargs, fn) if probe_fn else {"result": result})
+    except BaseException as e:  # noqa: BLE001 - the probe raised on this result
+        return "error", {"type": type(e).__name__,
+                         "message": f"checking your result raised {type(e).__name__}: {str(e)[:300]}",
+                         "traceback": "", "in_probe": True}
 
 
 def _restorer(snapshot: TorchSnapshot, header: dict[str, Any]) -> Callable[[], None]:
@@ -265,9 +307,16 @@ def run_output_job(payload: dict[str, Any]) -> dict[str, Any]:
 
 def run_capabilities(payload: dict[str, Any]) -> dict[str, Any]:
     """Asked once at start-up, in a job process, so the zygote never initialises CUDA."""
+    import importlib.util
+    import shutil
+
     import torch
 
-    caps: dict[str, Any] = {"torch": torch.__version__, "cuda": None}
+    caps: dict[str, Any] = {"torch": torch.__version__, "cuda": None, "features": []}
+    if all(importlib.util.find_spec(m) is not None for m in ("onnx", "onnxscript", "onnxruntime")):
+        caps["features"].append("onnx")
+    if shutil.which("c++") or shutil.which("g++"):
+        caps["features"].append("inductor")
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
         caps["cuda"] = {"name": props.name, "memory_mb": props.total_memory // (1 << 20),

@@ -17,6 +17,39 @@ MAX_SOURCE = 256 * 1024
 JobKind = Literal["code", "output"]
 Device = Literal["cpu", "cuda"]
 DEVICES: tuple[str, ...] = ("cpu", "cuda")
+# What a job may need beyond its device; a runner lists those it has on /v1/health.
+#   onnx: onnx, onnxscript and onnxruntime importable in the sandbox (torch.onnx.export + a check)
+#   inductor: torch.compile's default backend on CPU (a C++ compiler, exec allowed)
+FEATURES: tuple[str, ...] = ("onnx", "inductor")
+MAX_RANKS = 16
+
+
+def parse_requires(value: Any) -> tuple[Device, tuple[str, ...]]:
+    """`requires` as a job or an item spells it: "cpu", "cuda", or a list like [cpu, onnx].
+    Returns the device and the sorted features; raises ValueError with a plain sentence."""
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        raise ValueError("requires must be 'cpu', 'cuda' or a list of them and features")
+    unknown = [n for n in names if n not in DEVICES and n not in FEATURES]
+    if unknown:
+        raise ValueError(f"requires: unknown {', '.join(map(repr, unknown))} "
+                         f"(known: {', '.join(DEVICES + FEATURES)})")
+    devices = [n for n in names if n in DEVICES]
+    if len(set(devices)) > 1:
+        raise ValueError("requires names both cpu and cuda; a job runs on one device")
+    device: Device = "cuda" if "cuda" in devices else "cpu"
+    return device, tuple(sorted({n for n in names if n in FEATURES}))
+
+
+def capability_words(device: str, features: tuple[str, ...] | frozenset[str] = (), ranks: int = 1) -> frozenset[str]:
+    """What a job needs, or a runner offers, as words compared by set inclusion: the device, the
+    features and `ranks:N` (a runner offering N ranks offers every `ranks:k` up to N)."""
+    return frozenset({device, *features} | ({f"ranks:{ranks}"} if ranks > 1 else set()))
+
+
+def spell_requires(device: str, features: tuple[str, ...]) -> str | list[str]:
+    """The inverse of parse_requires: a plain device string when there are no features."""
+    return [device, *features] if features else device
 
 
 def clean_text(value: Any, limit: int) -> str:
@@ -93,6 +126,8 @@ class Job:
     snippet: str = ""
     job_id: str = ""
     requires: Device = "cpu"
+    features: tuple[str, ...] = ()  # beyond the device: "onnx", "inductor"
+    ranks: int = 1  # > 1: ranks mode, the entrypoint runs in every rank of a gloo group
     seed: int = 0
     tolerances: dict[str, float] = field(default_factory=dict)
     limits: dict[str, float] = field(default_factory=dict)
@@ -101,8 +136,10 @@ class Job:
     allow_exec: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind, "job_id": self.job_id, "requires": self.requires,
-                               "seed": self.seed}
+        out: dict[str, Any] = {"kind": self.kind, "job_id": self.job_id,
+                               "requires": spell_requires(self.requires, self.features), "seed": self.seed}
+        if self.ranks != 1:
+            out["ranks"] = self.ranks
         if self.kind == "code":
             out.update(setup=self.setup, reference=self.reference, submission=self.submission,
                        entrypoint=self.entrypoint)
@@ -139,9 +176,15 @@ class Job:
             raise JobError(f"probe is longer than {MAX_SOURCE // 1024} KiB")
         if kind == "code" and not data["entrypoint"].isidentifier():
             raise JobError("entrypoint must be a Python identifier")
-        requires = data.get("requires", "cpu")
-        if requires not in DEVICES:
-            raise JobError("requires must be 'cpu' or 'cuda'")
+        try:
+            requires, features = parse_requires(data.get("requires", "cpu"))
+        except ValueError as e:
+            raise JobError(str(e)) from None
+        ranks = data.get("ranks", 1)
+        if type(ranks) is not int or not 1 <= ranks <= MAX_RANKS:
+            raise JobError(f"ranks must be an integer from 1 to {MAX_RANKS}")
+        if ranks > 1 and kind != "code":
+            raise JobError("ranks applies to code jobs only")
         limits = data.get("limits", {})
         if not isinstance(limits, dict) or not all(
                 isinstance(k, str) and type(v) in (int, float) for k, v in limits.items()):
@@ -162,7 +205,7 @@ class Job:
                    submission=data.get("submission", "") if kind == "code" else "",
                    entrypoint=data.get("entrypoint", "") if kind == "code" else "",
                    probe=probe or "", snippet=data.get("snippet", "") if kind == "output" else "",
-                   job_id=clean_text(job_id, 200), requires=requires, seed=seed,
+                   job_id=clean_text(job_id, 200), requires=requires, features=features, ranks=ranks, seed=seed,
                    tolerances={k: float(v) for k, v in tolerances.items()},
                    limits={k: float(v) for k, v in limits.items()}, allow_exec=allow_exec)
 
@@ -290,16 +333,45 @@ class Capabilities:
     torch: str | None = None
     cuda: dict[str, Any] | None = None
     sandbox: tuple[str, ...] = ()
+    ranks: int = 1  # the most ranks a job may ask for
+    features: frozenset[str] = frozenset()  # of FEATURES
 
     @property
     def devices(self) -> frozenset[str]:
         return frozenset({"cpu", "cuda"} if self.cuda else {"cpu"})
 
-    def can_run(self, requires: str) -> bool:
-        return requires in self.devices
+    def can_run(self, requires: str, features: tuple[str, ...] = (), ranks: int = 1) -> bool:
+        return requires in self.devices and set(features) <= self.features and ranks <= self.ranks
+
+    def missing(self, requires: str, features: tuple[str, ...] = (), ranks: int = 1) -> str:
+        """Why this runner cannot run such a job, as the `unsupported` message says it; "" if it can."""
+        if requires not in self.devices:
+            return "no CUDA device on this runner" if requires == "cuda" else f"no {requires} on this runner"
+        lacking = [f for f in features if f not in self.features]
+        if lacking:
+            return f"this runner lacks {', '.join(lacking)}"
+        if ranks > self.ranks:
+            return f"this runner runs at most {self.ranks} rank{'s' if self.ranks != 1 else ''}; the job asks for {ranks}"
+        return ""
+
+    def offers(self) -> frozenset[str]:
+        """The capability words this runner offers (see `capability_words`)."""
+        words: set[str] = set(self.devices) | set(self.features)
+        for n in range(2, self.ranks + 1):
+            words |= capability_words("cpu", (), n)
+        return frozenset(words)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ranks": self.ranks, "features": sorted(self.features)}
 
     @classmethod
     def from_health(cls, health: dict[str, Any]) -> Capabilities:
         cuda = health.get("cuda")
+        given = health.get("capabilities")
+        extra: dict[str, Any] = given if isinstance(given, dict) else {}
+        ranks = extra.get("ranks", 1)
+        features = extra.get("features") or ()
         return cls(torch=health.get("torch"), cuda=cuda if isinstance(cuda, dict) and cuda else None,
-                   sandbox=tuple(str(s) for s in health.get("sandbox") or ()))
+                   sandbox=tuple(str(s) for s in health.get("sandbox") or ()),
+                   ranks=ranks if type(ranks) is int and ranks >= 1 else 1,
+                   features=frozenset(str(f) for f in features if f in FEATURES) if isinstance(features, list) else frozenset())

@@ -112,6 +112,35 @@ def _dir_chain(path: str) -> list[str]:
     return args
 
 
+JAIL_HOSTNAME = "sandbox"
+JAIL_ETC = {
+    "passwd": "root:x:0:0:root:/scratch:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+    "group": "root:x:0:\nnogroup:x:65534:\n",
+    "hosts": f"127.0.0.1\tlocalhost {JAIL_HOSTNAME}\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+    "hostname": JAIL_HOSTNAME + "\n",
+    "nsswitch.conf": "passwd: files\ngroup: files\nshadow: files\nhosts: files\nnetworks: files\n",
+}
+_jail_etc_dir: str | None = None
+
+
+def jail_etc() -> str:
+    """The jail's own /etc files, written once per runner process into a private directory."""
+    global _jail_etc_dir
+    if _jail_etc_dir is None or not os.path.isdir(_jail_etc_dir):
+        import atexit
+        import tempfile
+
+        path = tempfile.mkdtemp(prefix="quiz-jail-etc-")
+        os.chmod(path, 0o755)
+        for name, text in JAIL_ETC.items():
+            with open(os.path.join(path, name), "w") as f:
+                f.write(text)
+            os.chmod(os.path.join(path, name), 0o644)
+        atexit.register(shutil.rmtree, path, True)
+        _jail_etc_dir = path
+    return _jail_etc_dir
+
+
 def bwrap_argv(package_root: str, *, gpu: bool) -> JailPlan:
     """The bubblewrap command line for the zygote, or raise SandboxError if bwrap is unusable."""
     bwrap = shutil.which("bwrap")
@@ -120,7 +149,7 @@ def bwrap_argv(package_root: str, *, gpu: bool) -> JailPlan:
     root = os.geteuid() == 0
     argv = [bwrap, "--die-with-parent", "--new-session", "--clearenv",
             "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-            "--hostname", "sandbox"]
+            "--hostname", JAIL_HOSTNAME]
     features = ["bwrap", "netns", "ipcns", "mountns", "ro-root", "clearenv"]
     if root:
         # Real root: keep only what is needed to drop to `nobody`, so RLIMIT_NPROC applies.
@@ -133,10 +162,16 @@ def bwrap_argv(package_root: str, *, gpu: bool) -> JailPlan:
     for d in ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin"):
         if os.path.exists(d):
             argv += ["--ro-bind", d, d]
-    for f in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
-              "/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/alternatives"):
+    # A minimal /etc made for the jail, readable by the dropped uid: the loader's cache and the
+    # toolchain's alternatives from the host, and our own users, hosts and name service switch
+    # (the host's would tell a job who runs the service and which machines it knows).
+    argv += ["--perms", "0755", "--dir", "/etc"]
+    for f in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/alternatives"):
         if os.path.exists(f):
             argv += ["--ro-bind", f, f]
+    etc = jail_etc()
+    for name in sorted(os.listdir(etc)):
+        argv += ["--ro-bind", os.path.join(etc, name), "/etc/" + name]
     pkg = os.path.join(package_root, "runner")
     binds = _interpreter_paths() + [pkg]
     # Jobs get /scratch, and /tmp too unless the code itself lives under /tmp (a checkout in
@@ -215,6 +250,23 @@ def enter_job_namespaces() -> None:
         f.write(f"0 {uid} 1")
     with open("/proc/self/gid_map", "w") as f:
         f.write(f"0 {gid} 1")
+    loopback_up()
+
+
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
+
+
+def loopback_up() -> None:
+    """Bring `lo` up in the job's fresh network namespace (it starts down), while we still hold
+    CAP_NET_ADMIN there: multi-rank jobs (gloo, TCPStore) talk over 127.0.0.1. The namespace is
+    the job's own, so it reaches only its own loopback, never the runner's or another job's."""
+    import fcntl
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        request = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH", fcntl.ioctl(sock, SIOCGIFFLAGS, request)[:18])[1]
+        fcntl.ioctl(sock, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | IFF_UP))
 
 
 def _mount(src: str, target: str, fstype: str | None, flags: int, data: str | None) -> None:
@@ -223,8 +275,10 @@ def _mount(src: str, target: str, fstype: str | None, flags: int, data: str | No
            f"mount {target}")
 
 
-def setup_job_mounts(scratch_mb: int, tmp_too: bool) -> str:
-    """In the job's PID 1: private /proc, scratch (and /tmp) and /dev/shm. Returns the work dir."""
+def setup_job_mounts(scratch_mb: int, tmp_too: bool, shm_mb: int = 64) -> str:
+    """In the job's PID 1: private /proc, scratch (and /tmp) and /dev/shm. Returns the work dir.
+
+    /dev/shm has its own size: DataLoader workers hand batches over through it."""
     _mount("none", "/", None, MS_REC | MS_PRIVATE, None)
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
     _mount("tmpfs", SCRATCH, "tmpfs", MS_NOSUID | MS_NODEV, f"size={scratch_mb}m,mode=1777,nr_inodes=4096")
@@ -232,7 +286,7 @@ def setup_job_mounts(scratch_mb: int, tmp_too: bool) -> str:
         _mount(SCRATCH, "/tmp", None, MS_BIND, None)
     if os.path.isdir("/dev/shm"):
         _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-               f"size={scratch_mb}m,mode=1777,nr_inodes=4096")  # inodes are unmetered kernel memory
+               f"size={shm_mb}m,mode=1777,nr_inodes=4096")  # inodes are unmetered kernel memory
     work = SCRATCH + "/work"
     os.mkdir(work, 0o777)
     return work

@@ -118,7 +118,8 @@ def _job_main(payload: dict[str, Any], ctl: int, res: int, out: int, err: int, g
         os.setsid()
         limits = payload["limits"]
         if sandboxed:
-            work = sandbox.setup_job_mounts(int(limits.get("scratch_mb", 64)), bool(payload.get("tmp_is_scratch", True)))
+            work = sandbox.setup_job_mounts(int(limits.get("scratch_mb", 64)), bool(payload.get("tmp_is_scratch", True)),
+                                            int(limits.get("shm_mb", 64)))
         else:
             work = payload["work_dir"]
         os.chdir(work)
@@ -134,14 +135,18 @@ def _job_main(payload: dict[str, Any], ctl: int, res: int, out: int, err: int, g
         res, go = 3, 4
         os.environ.clear()
         os.environ.update({"HOME": work, "TMPDIR": work, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8",
-                           "OMP_NUM_THREADS": str(payload.get("threads", 1)), "MPLBACKEND": "Agg"})
+                           "OMP_NUM_THREADS": str(payload.get("threads", 1)), "MPLBACKEND": "Agg",
+                           # multi-rank jobs: gloo and TCPStore over the job's own loopback
+                           "GLOO_SOCKET_IFNAME": "lo", "MASTER_ADDR": "127.0.0.1"})
         mem = int(limits["memory_mb"]) << 20
         sandbox.set_limits(
             cpu_s=int(limits["cpu_s"]),
             memory_bytes=None if payload.get("requires") == "cuda" else _baseline_vm_bytes() + mem,
             processes=int(limits["processes"]),
             open_files=int(limits["open_files"]),
-            file_size_bytes=int(limits["file_size_mb"]) << 20,
+            # a shared-memory segment is a file in /dev/shm: the larger of the two sizes applies
+            # (both tmpfs are size-limited on their own)
+            file_size_bytes=int(max(limits["file_size_mb"], limits.get("shm_mb", 0))) << 20,
         )
         if sandboxed:
             # exec only where the job asks for it (a trusted field the engine sets, never the player)
@@ -164,6 +169,21 @@ def _job_main(payload: dict[str, Any], ctl: int, res: int, out: int, err: int, g
         finally:
             os._exit(71)
     os._exit(0)
+
+
+def _warm_inductor() -> None:
+    """For runners that offer `inductor`: pay Inductor's one-time costs here, once, rather than in
+    every job's wall limit. Its imports, the CPU-feature probe (which compiles test programs; the
+    answer is cached in memory and inherited by every fork) and one small graph; one compile
+    thread, so a job's compile does not start a worker pool."""
+    import torch
+    import torch._inductor.config as config
+    from torch._inductor import cpu_vec_isa
+
+    config.compile_threads = 1
+    cpu_vec_isa.pick_vec_isa()
+    torch.compile(lambda t: t.sin() + 1)(torch.randn(4))
+    torch._dynamo.reset()
 
 
 def main() -> None:
@@ -192,6 +212,8 @@ def main() -> None:
         wire,  # noqa: F401
     )
     torch.set_num_threads(1)
+    if "--inductor" in sys.argv:
+        _warm_inductor()
     signal.signal(signal.SIGCHLD, lambda *_: _reap())
     sock = socket.socket(fileno=ctl_fd)
     sock.sendall(b"R")  # ready

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from .leaderboards import leaderboard, player_card, render_board, render_card
 from .models import PERIODS, WEEKDAY_NAMES, Actor, Attachment, Block, Channel, ChannelRef, Message, Schedule, denied, error, info
 from .roles import Right, allowed, refusal
-from .scheduler import local_date, week_bounds, zone
+from .scheduler import item_needs, local_date, week_bounds, zone
 from .summaries import CSV_NOTE, build_digest, digest_chart, export_csv, period_bounds, render_digest
 
 if TYPE_CHECKING:
@@ -155,11 +155,9 @@ class CommandRouter:
         if card is None:
             return [info("You have not answered in this channel yet. Answer the open round to get on the board!",
                          ephemeral=True)]
-        players = await self.svc.db.fetchrow(
-            "SELECT COUNT(*) FROM (SELECT player_id FROM player_months WHERE channel_id = ? GROUP BY player_id"
-            " HAVING SUM(attempts) > 0)", (ch.id,))
+        players = await self.svc.store.stats.ranked_players(ch.id)
         return [Message(kind="card", title=f"{card.name} in #{ch.ref.name or ch.ref.channel}",
-                        blocks=[Block(render_card(card, int(players[0])))], ephemeral=True, data=card.__dict__)]
+                        blocks=[Block(render_card(card, players))], ephemeral=True, data=card.__dict__)]
 
     # ------------------------------------------------------------------ moderators
 
@@ -175,14 +173,8 @@ class CommandRouter:
                      "Change it with `/quiz schedule`, or open a round now with `/quiz post`.", title="Quiz enabled")]
 
     async def cmd_disable(self, ctx: Ctx) -> list[Message]:
-        ch = await self.svc.store.channels.by_ref(ctx.where)
-        if ch is None or not ch.enabled:
+        if await self.svc.disable(ctx.where, ctx.actor.display) is None:
             return [error("The quiz is not enabled in this channel.")]
-        async with self.svc.db.transaction():
-            await self.svc.store.channels.set_enabled(ch.id, False)
-        rnd = await self.svc.store.rounds.open_in(ch.id)
-        if rnd is not None:
-            await self.svc.close_round(rnd, status="closed", by=ctx.actor.display)
         return [info("The quiz is off in this channel; scores are kept. `/quiz enable` turns it back on.",
                      title="Quiz disabled")]
 
@@ -224,11 +216,9 @@ class CommandRouter:
         if sub == "cancel":
             if len(ctx.args) < 2 or not ctx.args[1].lstrip("#").isdigit():
                 return [error("Usage: /quiz week cancel <id> (see `/quiz week list`).")]
-            w = await self.svc.store.weeks.get(int(ctx.args[1].lstrip("#")))
-            if w is None or w.channel_id != ch.id or w.cancelled:
+            w = await self.svc.cancel_week(ch, int(ctx.args[1].lstrip("#")))
+            if w is None:
                 return [error(f"No topic week #{ctx.args[1].lstrip('#')} in this channel.")]
-            async with self.svc.db.transaction():
-                await self.svc.store.weeks.cancel(w.id)
             return [info(f"Topic week #{w.id} ({w.title or w.scope}) cancelled.")]
         if sub != "add":
             return [error(f"Usage: /quiz {HELP['week'][1]}")]
@@ -239,9 +229,7 @@ class CommandRouter:
         if not args or not re.fullmatch(r"\d+(\.\d+)?", args[0]):
             return [error("Usage: /quiz week add <chapter[.section]> [this|next|YYYY-MM-DD] [YYYY-MM-DD] [title]")]
         scope = args[0]
-        items = [it for it in self.svc.bank.items.values()
-                 if (it.section == scope if "." in scope else str(it.chapter) == scope)]
-        if not items:
+        if not self.svc.topic_items(scope):
             return [error(f"The bank has no items in {'section' if '.' in scope else 'chapter'} {scope}.")]
         rest = args[1:]
         start, end = week_bounds(today + timedelta(days=7))
@@ -261,22 +249,13 @@ class CommandRouter:
             start, end = dates[0], dates[0] + timedelta(days=6)
         elif len(dates) >= 2:
             start, end = dates[0], dates[-1]
-        if end < start:
-            return [error(f"The topic week ends ({end}) before it starts ({start}).")]
-        if end < today:
-            return [error(f"The topic week {start} to {end} is wholly in the past (today is {today}): "
-                          "give a range that ends today or later.")]
-        clash = await self.svc.store.weeks.overlapping(ch.id, start, end)
-        if clash:
-            names = "; ".join(f"#{w.id} {w.title or 'chapter ' + w.scope} ({w.start} to {w.end})" for w in clash)
-            return [error(f"Topic weeks may not overlap: {start} to {end} clashes with {names}. Pick other dates, or "
-                          f"`/quiz week cancel {clash[0].id}` first.")]
         title = " ".join(rest) or outline_title(scope) or f"chapter {scope}"
-        playable = sum(1 for it in items if self.svc.playable(it))
-        async with self.svc.db.transaction():
-            wid = await self.svc.store.weeks.add(ch.id, scope, title, start, end, ctx.actor.display)
+        added, why = await self.svc.add_week(ch, scope, start, end, title=title, by=ctx.actor.display, today=today)
+        if added is None:
+            return [error(why)]
+        w, playable = added.week, added.playable
         note = "" if playable else " (none of its items can be graded by the configured runners: picks fall back to the whole bank)"
-        return [info(f"Topic week #{wid}: {title}, {start} to {end}; {playable} playable items.{note}",
+        return [info(f"Topic week #{w.id}: {w.title}, {w.start} to {w.end}; {playable} playable items.{note}",
                      title="Topic week added")]
 
     async def cmd_post(self, ctx: Ctx) -> list[Message]:
@@ -291,7 +270,8 @@ class CommandRouter:
                 return [error(f"No item `{ctx.args[0]}` in the bank."
                               + (f" Did you mean {', '.join(close)}?" if close else ""))]
             if not self.svc.playable(item):
-                return [error(f"`{item.id}` needs a {item.requires} runner, and none is configured.")]
+                needs = ", ".join(sorted(item_needs(item)))
+                return [error(f"`{item.id}` needs a runner with {needs}, and none is configured.")]
         before = await self.svc.store.rounds.open_in(ch.id)
         rnd = await self.svc.open_round(ch, item=item, by=ctx.actor.display)
         if rnd is None:
@@ -314,10 +294,9 @@ class CommandRouter:
         ch = await self._channel(ctx)
         if ch is None:
             return self._not_enabled()
-        rnd = await self.svc.store.rounds.open_in(ch.id)
+        rnd = await self.svc.close_open_round(ch, ctx.actor.display)
         if rnd is None:
             return [error("There is no open round to close.")]
-        await self.svc.close_round(rnd, status="closed", by=ctx.actor.display)
         return [info(f"Round {rnd.label} closed. {await self.svc.next_round_text(ch)}", ephemeral=True)]
 
     async def cmd_skip(self, ctx: Ctx) -> list[Message]:
@@ -331,14 +310,13 @@ class CommandRouter:
                 day = date.fromisoformat(word)
             except ValueError:
                 return [error(f"Usage: /quiz {HELP['skip'][1]}")]
-        rnd = await self.svc.store.rounds.open_in(ch.id)
-        if not word and rnd is not None:
-            await self.svc.close_round(rnd, status="skipped", by=ctx.actor.display)
-            return [info(f"Round {rnd.label} skipped; its answers are not scored. "
+        done = await self.svc.skip(ch, ctx.actor.display, day=day, scheduled=word == "next")
+        if done.round is not None:
+            return [info(f"Round {done.round.label} skipped; its answers are not scored. "
                          f"{await self.svc.next_round_text(ch)}", ephemeral=True)]
-        slot, why = await self.svc.skip_scheduled(ch, day, ctx.actor.display)
+        slot = done.slot
         if slot is None:
-            return [error(why)]
+            return [error(done.why)]
         return [info(f"The scheduled round of {self.svc.when(ch, slot.start)} ({ch.schedule.timezone}) will not be "
                      f"posted. {await self.svc.next_round_text(ch)}")]
 
@@ -442,7 +420,7 @@ def _period_args(args: list[str], allowed_periods: tuple[str, ...], default: str
 
 
 def _list_items(items: list, lang: str, limit: int = 25) -> str:  # noqa: ANN001
-    lines = [f"{it.id}  [{it.kind}, difficulty {it.difficulty}{', cuda' if it.requires == 'cuda' else ''}]  "
+    lines = [f"{it.id}  [{it.kind}, difficulty {it.difficulty}{''.join(', ' + w for w in sorted(item_needs(it) - {'cpu'}))}]  "
              f"{it.title.get(lang)}" for it in items[:limit]]
     if len(items) > limit:
         lines.append(f"... and {len(items) - limit} more: narrow the search.")

@@ -29,8 +29,8 @@ from questionbank.render import VERDICT_LABEL, render_result
 from runner.protocol import ProtocolError, Result
 
 from ..storage.faults import fault_kind
-from ..storage.repos import Store
-from .clock import Clock, iso
+from ..storage.repos import SCORE_FIELDS, Store
+from .clock import Clock
 from .models import UNGRADED, Answer, Block, Channel, Grade, Message, Round
 from .runners import RunnerPool, RunnerUnavailable, RunnerWaiting
 from .scoring import Attempt, ScoringRules, attempt_fraction, player_round
@@ -518,9 +518,6 @@ class Grader:
 
 
 
-_SCORE_FIELDS = ("answer_id", "round_id", "channel_id", "player_id", "local_date", "chapter", "attempt_value",
-                 "points", "first_bonus", "streak_bonus", "solved", "streak")
-
 
 class _StoreScores:
     """What scoring reads and writes, straight from the store (one query each)."""
@@ -578,11 +575,10 @@ class _PassScores(_StoreScores):
 
     def __init__(self, store: Store) -> None:
         super().__init__(store)
-        self.db = store.db
         self._rounds: dict[int, _RoundRows] = {}
         self._by_answer: dict[int, dict[str, Any]] = {}
         self._batch: set[int] = set()
-        self._ops: list[tuple[str, Any]] = []
+        self._writes = store.scores.batch()
         self._names: dict[int, tuple[str, str]] = {}
         self._before: dict[tuple[int, datetime, int], list[int]] = {}
         self._after: dict[tuple[int, datetime], list[Round]] = {}
@@ -595,12 +591,7 @@ class _PassScores(_StoreScores):
         self._batch = set(batch_ids)
         for rid, pids in players.items():
             await self._load(rid, pids)
-        everyone = sorted({p for pids in players.values() for p in pids})
-        for i in range(0, len(everyone), 500):
-            chunk = everyone[i:i + 500]
-            rows = await self.db.fetchall(
-                f"SELECT id, name, user_id FROM players WHERE id IN ({','.join('?' * len(chunk))})", chunk)
-            self._names.update({r[0]: (r[1], r[2]) for r in rows})
+        self._names.update(await self.store.players.identities(p for pids in players.values() for p in pids))
         # the rounds right before each round, and which of them the players solved (for the streak)
         for rid, pids in players.items():
             rnd = rounds[rid]
@@ -618,24 +609,11 @@ class _PassScores(_StoreScores):
         new = sorted(set(pids) - rr.players)
         if not new and not first:
             return
-        for i in range(0, max(1, len(new)), 500):
-            chunk = new[i:i + 500]
-            marks = ",".join("?" * len(chunk))
-            cond = f"player_id IN ({marks})" if chunk else "0"
-            if first and i == 0:
-                cond = f"(solved = 1 OR {cond})"
-            rows = await self.db.fetchall(f"SELECT * FROM scores WHERE round_id = ? AND {cond}",
-                                          (round_id, *chunk))
-            for r in rows:
-                row = {k: r[k] for k in _SCORE_FIELDS}
-                self._keep(rr, row)
-            if chunk:
-                graded = await self.db.fetchall(
-                    f"SELECT id, player_id, verdict, fraction FROM answers WHERE round_id = ? AND player_id IN"
-                    f" ({marks}) AND state = 'graded' ORDER BY id", (round_id, *chunk))
-                for g in graded:
-                    if g[0] not in self._batch:  # this pass's answers join as they are graded
-                        rr.attempts.setdefault(g[1], []).append((g[0], g[2], g[3]))
+        for row in await self.store.scores.round_rows(round_id, new, with_solved=first):
+            self._keep(rr, row)
+        for g in await self.store.answers.graded_in_round(round_id, new):
+            if g.answer_id not in self._batch:  # this pass's answers join as they are graded
+                rr.attempts.setdefault(g.player_id, []).append((g.answer_id, g.verdict, g.fraction))
         rr.players.update(new)
         for key in [k for k in self._other_rows if k[0] == round_id]:
             del self._other_rows[key]
@@ -661,12 +639,7 @@ class _PassScores(_StoreScores):
         missing = [(r, p) for r in round_ids for p in pids if (r, p) not in self._other_solved]
         if not missing:
             return
-        rids = sorted({r for r, _ in missing})
-        ps = sorted({p for _, p in missing})
-        rows = await self.db.fetchall(
-            f"SELECT DISTINCT round_id, player_id FROM scores WHERE solved = 1 AND round_id IN"
-            f" ({','.join('?' * len(rids))}) AND player_id IN ({','.join('?' * len(ps))})", (*rids, *ps))
-        hit = {(r[0], r[1]) for r in rows}
+        hit = await self.store.scores.solved_pairs(sorted({r for r, _ in missing}), sorted({p for _, p in missing}))
         for key in missing:
             self._other_solved[key] = key in hit
 
@@ -714,7 +687,7 @@ class _PassScores(_StoreScores):
         if key not in self._other_rows:
             # a round this pass did not load: only bonus updates (queued through here) touch it
             row = await super().solved_row(round_id, player_id)
-            self._other_rows[key] = {k: row[k] for k in _SCORE_FIELDS} if row is not None else None
+            self._other_rows[key] = {k: row[k] for k in SCORE_FIELDS} if row is not None else None
             stored = self._other_rows[key]
             if row is not None and stored is not None:
                 self._by_answer.setdefault(row["answer_id"], stored)
@@ -749,14 +722,14 @@ class _PassScores(_StoreScores):
     # ---------------------------------------------------------------- writes (queued)
 
     async def upsert(self, row: dict[str, Any], now: datetime) -> None:
-        self._ops.append((self.store.scores.UPSERT, {**row, "scored_at": iso(now)}))
+        self._writes.upsert(row, now)
         known = self._by_answer.get(row["answer_id"])
         if known is not None:
             for k in ("attempt_value", "points", "first_bonus", "streak_bonus", "solved", "streak"):
                 known[k] = row[k]
             new = known
         else:
-            new = {k: row[k] for k in _SCORE_FIELDS}
+            new = {k: row[k] for k in SCORE_FIELDS}
         rr = self._rounds.get(new["round_id"])
         if rr is not None:
             self._keep(rr, new)
@@ -765,21 +738,15 @@ class _PassScores(_StoreScores):
 
     async def update_bonus(self, answer_id: int, *, first_bonus: float, streak_bonus: float, streak: int,
                            points: float) -> None:
-        self._ops.append((self.store.scores.UPDATE_BONUS, (first_bonus, streak_bonus, streak, points, answer_id)))
+        self._writes.update_bonus(answer_id, first_bonus=first_bonus, streak_bonus=streak_bonus, streak=streak,
+                                  points=points)
         known = self._by_answer.get(answer_id)
         if known is not None:
             known.update(first_bonus=first_bonus, streak_bonus=streak_bonus, streak=streak, points=points)
 
     async def flush(self) -> None:
         """Send the queued writes in their order, consecutive ones of a kind in one batch."""
-        ops, self._ops = self._ops, []
-        i = 0
-        while i < len(ops):
-            j = i
-            while j < len(ops) and ops[j][0] == ops[i][0]:
-                j += 1
-            await self.db.conn.executemany(ops[i][0], [p for _, p in ops[i:j]])
-            i = j
+        await self._writes.flush()
 
 
 _ScoreView = _StoreScores

@@ -8,9 +8,10 @@ monthly totals kept by triggers (a few thousand rows even at a million answers);
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import datetime
 
 from ..storage.repos import Store
+from ..storage.stats import PlayerTotals
 from .models import Channel, LeaderboardRow, PlayerCard, Round, TopicWeek, plural
 from .scheduler import local_date, week_bounds
 
@@ -23,9 +24,9 @@ class Board:
     note: str = ""
 
 
-def rank_rows(raw: list[tuple[int, float, int, int]], names: dict[int, str], limit: int | None) -> list[LeaderboardRow]:
+def rank_rows(raw: list[PlayerTotals], names: dict[int, str], limit: int | None) -> list[LeaderboardRow]:
     """Competition ranking (1, 2, 2, 4) on points; ties listed by solved, then name."""
-    ordered = sorted(raw, key=lambda r: (-round(r[1], 2), -r[2], names.get(r[0], "").lower(), r[0]))
+    ordered = sorted(raw, key=lambda r: (-round(r.points, 2), -r.solved, names.get(r.player_id, "").lower(), r.player_id))
     out: list[LeaderboardRow] = []
     prev_points: float | None = None
     rank = 0
@@ -38,66 +39,38 @@ def rank_rows(raw: list[tuple[int, float, int, int]], names: dict[int, str], lim
     return out[:limit] if limit else out
 
 
-async def range_totals(store: Store, channel_id: int, start: date, end: date) -> list[tuple[int, float, int, int]]:
-    """(player, points, solved, scored answers) over local dates start..end; also the digests' standings."""
-    rows = await store.db.fetchall(
-        "SELECT player_id, SUM(points), SUM(solved), COUNT(*) FROM scores"
-        " WHERE channel_id = ? AND local_date >= ? AND local_date <= ? GROUP BY player_id",
-        (channel_id, start.isoformat(), end.isoformat()))
-    return [(r[0], r[1] or 0.0, r[2] or 0, r[3]) for r in rows]
-
-
-async def _month_totals(store: Store, channel_id: int, month: str | None) -> list[tuple[int, float, int, int]]:
-    if month is None:
-        rows = await store.db.fetchall(
-            "SELECT player_id, SUM(points), SUM(solved), SUM(attempts) FROM player_months"
-            " WHERE channel_id = ? GROUP BY player_id HAVING SUM(attempts) > 0", (channel_id,))
-    else:
-        rows = await store.db.fetchall(
-            "SELECT player_id, points, solved, attempts FROM player_months"
-            " WHERE channel_id = ? AND month = ? AND attempts > 0", (channel_id, month))
-    return [(r[0], r[1] or 0.0, r[2] or 0, r[3]) for r in rows]
-
-
-async def _round_totals(store: Store, round_id: int) -> list[tuple[int, float, int, int]]:
-    rows = await store.db.fetchall(
-        "SELECT player_id, SUM(points), SUM(solved), COUNT(*) FROM scores WHERE round_id = ? GROUP BY player_id",
-        (round_id,))
-    return [(r[0], r[1] or 0.0, r[2] or 0, r[3]) for r in rows]
-
-
 async def current_round(store: Store, channel_id: int) -> Round | None:
     return await store.rounds.open_in(channel_id) or await store.rounds.latest(channel_id)
 
 
 async def totals(store: Store, channel: Channel, period: str, now: datetime,
                  *, week: TopicWeek | None = None, round_id: int | None = None
-                 ) -> tuple[str, list[tuple[int, float, int, int]], str]:
+                 ) -> tuple[str, list[PlayerTotals], str]:
     """(title, raw rows, note) for a period."""
     today = local_date(channel.schedule, now)
     if period == "round":
         rnd = await store.rounds.get(round_id) if round_id else await current_round(store, channel.id)
         if rnd is None:
             return "This round", [], "No round has been played in this channel yet."
-        return f"Round {rnd.label} ({rnd.item_id}, {rnd.local_date})", await _round_totals(store, rnd.id), ""
+        return f"Round {rnd.label} ({rnd.item_id}, {rnd.local_date})", await store.stats.round_totals(rnd.id), ""
     if period == "week":
         start, end = week_bounds(today)
-        return f"This week ({start} to {end})", await range_totals(store, channel.id, start, end), ""
+        return f"This week ({start} to {end})", await store.stats.range_totals(channel.id, start, end), ""
     if period == "topic":
         tw = week or await store.weeks.active(channel.id, today)
         if tw is None:
             return "Topic week", [], "No topic week is running. Moderators set one with `/quiz week add`."
         label = f"Topic week: {tw.title or 'chapter ' + tw.scope} ({tw.start} to {tw.end})"
-        return label, await range_totals(store, channel.id, tw.start, tw.end), ""
+        return label, await store.stats.range_totals(channel.id, tw.start, tw.end), ""
     if period == "month":
-        return f"This month ({today:%B %Y})", await _month_totals(store, channel.id, today.strftime("%Y-%m")), ""
-    return "All time", await _month_totals(store, channel.id, None), ""
+        return f"This month ({today:%B %Y})", await store.stats.month_totals(channel.id, today.strftime("%Y-%m")), ""
+    return "All time", await store.stats.all_time_totals(channel.id), ""
 
 
 async def leaderboard(store: Store, channel: Channel, period: str, now: datetime, *, limit: int = 10,
                       round_id: int | None = None) -> Board:
     title, raw, note = await totals(store, channel, period, now, round_id=round_id)
-    names = await store.players.names(r[0] for r in raw)
+    names = await store.players.names(r.player_id for r in raw)
     rows = rank_rows(raw, names, limit)
     if not rows and not note:
         note = "No scores yet."
@@ -119,16 +92,11 @@ def render_board(board: Board) -> str:
 async def current_streak(store: Store, channel_id: int, player_id: int, now_round: Round | None) -> int:
     """Consecutive played rounds solved up to the latest one; an open round not yet solved does
     not break the streak (the player still has time)."""
-    rows = await store.db.fetchall(
-        "SELECT r.id, r.status, EXISTS (SELECT 1 FROM scores s WHERE s.round_id = r.id AND s.player_id = ?"
-        " AND s.solved = 1) FROM rounds r WHERE r.channel_id = ? AND r.status != 'skipped'"
-        " AND r.item_id IS NOT NULL ORDER BY r.opened_at DESC, r.id DESC LIMIT 1000",
-        (player_id, channel_id))
     n = 0
-    for i, (_rid, status, solved) in enumerate(rows):
-        if solved:
+    for i, r in enumerate(await store.stats.streak_rounds(channel_id, player_id, 1000)):
+        if r.solved:
             n += 1
-        elif i == 0 and status == "open":
+        elif i == 0 and r.status == "open":
             continue
         else:
             break
@@ -139,17 +107,13 @@ async def player_card(store: Store, channel: Channel, player_id: int, now: datet
     name = (await store.players.names([player_id])).get(player_id)
     if name is None:
         return None
-    all_raw = await _month_totals(store, channel.id, None)
-    names = await store.players.names(r[0] for r in all_raw)
+    all_raw = await store.stats.all_time_totals(channel.id)
+    names = await store.players.names(r.player_id for r in all_raw)
     ranked = rank_rows(all_raw, names, None)
     mine = next((r for r in ranked if r.player_id == player_id), None)
-    chapters = await store.db.fetchall(
-        "SELECT chapter, COUNT(DISTINCT round_id), SUM(solved) FROM scores WHERE channel_id = ? AND player_id = ?"
-        " GROUP BY chapter", (channel.id, player_id))
-    rates = sorted(((c[0], (c[2] or 0) / c[1]) for c in chapters if c[1]), key=lambda x: (-x[1], x[0]))
-    extra = await store.db.fetchone(
-        "SELECT COUNT(DISTINCT round_id), COALESCE(MAX(streak), 0) FROM scores WHERE channel_id = ? AND player_id = ?",
-        (channel.id, player_id))
+    chapters = await store.stats.player_chapters(channel.id, player_id)
+    rates = sorted(((c.chapter, c.solved / c.rounds) for c in chapters if c.rounds), key=lambda x: (-x[1], x[0]))
+    record = await store.stats.player_record(channel.id, player_id)
     streak = await current_streak(store, channel.id, player_id, None)
     # a chapter is a strength only when something in it was solved, and a weakness only when
     # it trails the best one: nothing solved yet is no "Strongest: chapter 2: 0%"
@@ -158,8 +122,8 @@ async def player_card(store: Store, channel: Channel, player_id: int, now: datet
     weakest = [r for r in reversed(rates) if r not in strongest and r[1] < best][:2] if strongest else []
     return PlayerCard(
         name=name, points=mine.points if mine else 0.0, solved=mine.solved if mine else 0,
-        attempts=mine.attempts if mine else 0, rounds_played=int(extra[0]) if extra else 0,
-        streak=streak, best_streak=int(extra[1]) if extra else 0, rank=mine.rank if mine else None,
+        attempts=mine.attempts if mine else 0, rounds_played=record.rounds_played,
+        streak=streak, best_streak=record.best_streak, rank=mine.rank if mine else None,
         strongest=strongest, weakest=weakest,
     )
 

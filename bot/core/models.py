@@ -89,9 +89,14 @@ class TopicWeek:
         return not self.cancelled and self.start <= d <= self.end
 
     def matches(self, chapter: int, section: str) -> bool:
-        if "." in self.scope:
-            return section == self.scope
-        return str(chapter) == self.scope
+        return in_scope(self.scope, chapter, section)
+
+
+def in_scope(scope: str, chapter: int, section: str) -> bool:
+    """Is an item of this chapter and section in a topic's scope, a chapter ("3") or a section ("3.2")?"""
+    if "." in scope:
+        return section == scope
+    return str(chapter) == scope
 
 
 @dataclass

@@ -15,12 +15,12 @@ import contextlib
 import itertools
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from runner.client import RunnerUnavailable  # torch-free
-from runner.protocol import Capabilities, Verdict  # torch-free
+from runner.protocol import Capabilities, Verdict, capability_words, parse_requires  # torch-free
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +29,12 @@ class GradingClient(Protocol):
     async def grade(self, job: dict[str, Any]) -> dict[str, Any]: ...
 
     async def health(self) -> dict[str, Any]: ...
+
+
+def needs_of(requires: Any, ranks: int = 1) -> frozenset[str]:
+    """What a job needs from a runner, as capability words (its device, features, ranks)."""
+    device, features = parse_requires(requires)
+    return capability_words(device, features, ranks)
 
 
 @dataclass
@@ -41,10 +47,26 @@ class RunnerSlot:
     retry_at: datetime | None = None  # down: when it is probed next (None: up)
     backoff_s: float = 0.0  # down: the wait before that probe
     down_since: datetime | None = None
+    caps: Capabilities | None = None  # from its last health answer
+    refused: set[frozenset[str]] = field(default_factory=set)  # needs it answered `unsupported` for
 
     @property
     def has_cuda(self) -> bool:
         return self.cuda if self.cuda is not None else self.cuda_hint
+
+    @property
+    def offers(self) -> frozenset[str]:
+        """What it can grade: from its health once it answered, else the config's hint."""
+        base = self.caps.offers() if self.caps is not None else frozenset({"cpu"})
+        return (base | {"cuda"}) if self.has_cuda else (base - {"cuda"})
+
+    def can_take(self, needs: frozenset[str]) -> bool:
+        return needs <= self.offers and needs not in self.refused
+
+    def learn(self, health: dict[str, Any]) -> None:
+        self.caps = Capabilities.from_health(health)
+        self.cuda = self.caps.can_run("cuda")
+        self.refused.clear()
 
 
 class RunnerWaiting(RunnerUnavailable):
@@ -127,7 +149,7 @@ class RunnerPool:
                 self._down(slot, exc)
                 continue
             with contextlib.suppress(Exception):
-                slot.cuda = Capabilities.from_health(health).can_run("cuda")
+                slot.learn(health)
             self._up(slot)
             back = True
         return back
@@ -146,7 +168,7 @@ class RunnerPool:
                     log.warning("runner %s: health check failed: %s", slot.name, exc)
                 self._down(slot, exc)
                 continue
-            slot.cuda = Capabilities.from_health(health).can_run("cuda")
+            slot.learn(health)
             self._up(slot)
 
     def needs_refresh(self) -> bool:
@@ -155,13 +177,13 @@ class RunnerPool:
         return any(s.cuda is None or not s.reachable for s in self.slots)
 
     def capabilities(self) -> set[str]:
-        """What the configured runners can grade: {'cpu'} or {'cpu', 'cuda'}, empty with no runner."""
-        if not self.slots:
-            return set()
-        caps = {"cpu"}
-        if any(s.has_cuda for s in self.slots):
-            caps.add("cuda")
-        return caps
+        """What the configured runners can grade, together: {'cpu'}, {'cpu', 'cuda', 'onnx',
+        'ranks:2', ...}; empty with no runner. See `can_grade` for one job's needs."""
+        return set().union(*(s.offers for s in self.slots)) if self.slots else set()
+
+    def can_grade(self, needs: frozenset[str]) -> bool:
+        """Whether one configured runner offers everything these needs name."""
+        return any(s.can_take(needs) for s in self.slots)
 
     def describe(self) -> str:
         if not self.slots:
@@ -171,10 +193,10 @@ class RunnerPool:
 
     async def grade(self, job: dict[str, Any]) -> dict[str, Any]:
         """Send to a capable runner, failing over; RunnerUnavailable when none answers."""
-        need_cuda = job.get("requires") == "cuda"
-        capable = [s for s in self.slots if s.has_cuda or not need_cuda]
+        needs = needs_of(job.get("requires", "cpu"), int(job.get("ranks", 1)))
+        capable = [s for s in self.slots if s.can_take(needs)]
         if not capable:
-            raise RunnerUnavailable(f"no runner can grade {job.get('requires')} jobs")
+            raise RunnerUnavailable(f"no runner can grade jobs that need {', '.join(sorted(needs))}")
         start = next(self._rr) % len(capable)
         order = capable[start:] + capable[:start]
         # reachable runners first, then those due for a probe; those waiting for theirs are not called
@@ -202,8 +224,9 @@ class RunnerPool:
                 continue
             self._up(slot)
             if result.get("verdict") == Verdict.UNSUPPORTED.value:
-                if need_cuda:
+                if "cuda" in needs and "no CUDA" in str(result.get("message")):
                     slot.cuda = False  # it told us it has no device: route elsewhere from now on
+                slot.refused.add(needs)  # it cannot run such jobs: route them elsewhere until it answers health again
                 last = RunnerUnavailable(f"{slot.name} cannot run this job: {result.get('message')}")
                 continue
             return result

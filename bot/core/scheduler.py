@@ -15,6 +15,7 @@ from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from questionbank.model import Item
+from runner.protocol import capability_words  # torch-free
 
 from .models import Schedule, TopicWeek
 
@@ -152,10 +153,16 @@ def target_difficulty(schedule: Schedule, d: date) -> int | None:
 
 
 def gradable(item: Item, capabilities: Iterable[str]) -> bool:
-    """Choice items need no runner; code/output items need a runner offering what they require."""
+    """Choice items need no runner; code/output items need a runner offering what they require
+    (its device, features and ranks: `runners.needs_of`)."""
     if item.kind == "choice":
         return True
-    return item.requires in set(capabilities)
+    return item_needs(item) <= set(capabilities)
+
+
+def item_needs(item: Item) -> frozenset[str]:
+    """The capability words a runner must offer to grade this item."""
+    return capability_words(item.requires, item.features, item.ranks)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -27,15 +28,32 @@ from ..storage.repos import Store
 from .answers import AnswerRejected, looks_like_answer, parse_answer
 from .clock import Clock, SystemClock
 from .grading import Grader
-from .models import Actor, Block, Channel, ChannelRef, Message, Round, Schedule, error, info, plural
+from .models import Actor, Block, Channel, ChannelRef, Message, Round, Schedule, TopicWeek, error, in_scope, info, plural
 from .runners import RunnerPool, RunnerUnavailable
-from .scheduler import Slot, current_slot, gradable, local_date, next_round, pick_item, slot_for, slots_between, upcoming_slots, zone
+from .scheduler import Slot, current_slot, item_needs, local_date, next_round, pick_item, slot_for, slots_between, upcoming_slots, zone
 from .scoring import ScoringRules
 from .settings import CoreSettings
 
 log = logging.getLogger(__name__)
 
 Sink = Callable[[ChannelRef, Message], Awaitable[str | None]]
+
+
+@dataclass
+class Skipped:
+    """What `QuizService.skip` skipped: the open round, or a scheduled round that will not be
+    posted; neither, and `why` says why not."""
+
+    round: Round | None = None
+    slot: Slot | None = None
+    why: str = ""
+
+
+@dataclass
+class AddedWeek:
+    week: TopicWeek
+    playable: int  # its items the configured runners can grade
+
 
 class QuizService:
     def __init__(self, db: Database, bank: Any, pool: RunnerPool, *, clock: Clock | None = None,
@@ -273,6 +291,18 @@ class QuizService:
             return None, f"The round of {slot.day:%a %d %b} is already posted or skipped."
         return slot, ""
 
+    async def skip(self, ch: Channel, by: str, *, day: date | None = None, scheduled: bool = False) -> Skipped:
+        """A moderator's skip: the open round (its answers are not scored) when there is one, else
+        the next scheduled round. `scheduled` skips the next scheduled round even while one is
+        open, `day` the scheduled round of that local date."""
+        if day is None and not scheduled:
+            rnd = await self.store.rounds.open_in(ch.id)
+            if rnd is not None:
+                await self.close_round(rnd, status="skipped", by=by)
+                return Skipped(round=rnd)
+        slot, why = await self.skip_scheduled(ch, day, by)
+        return Skipped(slot=slot, why=why)
+
     async def grade_pending(self) -> int:
         return await self.grader.grade_due()
 
@@ -499,6 +529,63 @@ class QuizService:
         async with self.db.transaction():
             return await self.store.channels.enable(where, self.settings.schedule, self.clock.now())
 
+    async def disable(self, where: ChannelRef, by: str) -> Channel | None:
+        """Switch the quiz off in a channel (its scores are kept) and close its open round as
+        usual; None when the quiz was not on there."""
+        ch = await self.store.channels.by_ref(where)
+        if ch is None or not ch.enabled:
+            return None
+        async with self.db.transaction():
+            await self.store.channels.set_enabled(ch.id, False)
+        rnd = await self.store.rounds.open_in(ch.id)
+        if rnd is not None:
+            await self.close_round(rnd, status="closed", by=by)
+        return ch
+
+    async def close_open_round(self, ch: Channel, by: str) -> Round | None:
+        """Close the channel's open round now and reveal the answer; None when none is open."""
+        rnd = await self.store.rounds.open_in(ch.id)
+        if rnd is None:
+            return None
+        await self.close_round(rnd, status="closed", by=by)
+        return rnd
+
+    def topic_items(self, scope: str) -> list[Item]:
+        """The bank's items of a topic: a chapter ("3") or a section ("3.2")."""
+        return [it for it in self.bank.items.values() if in_scope(scope, it.chapter, it.section)]
+
+    async def add_week(self, ch: Channel, scope: str, start: date, end: date, *, title: str, by: str,
+                       today: date | None = None) -> tuple[AddedWeek | None, str]:
+        """Plan a topic week over local dates start..end: (the week, "") or (None, why not). It
+        must not end before it starts or before today, nor share a day with another."""
+        if today is None:
+            today = local_date(ch.schedule, self.clock.now())
+        if end < start:
+            return None, f"The topic week ends ({end}) before it starts ({start})."
+        if end < today:
+            return None, (f"The topic week {start} to {end} is wholly in the past (today is {today}): "
+                          "give a range that ends today or later.")
+        clash = await self.store.weeks.overlapping(ch.id, start, end)
+        if clash:
+            names = "; ".join(f"#{w.id} {w.title or 'chapter ' + w.scope} ({w.start} to {w.end})" for w in clash)
+            return None, (f"Topic weeks may not overlap: {start} to {end} clashes with {names}. Pick other dates, or "
+                          f"`/quiz week cancel {clash[0].id}` first.")
+        playable = sum(1 for it in self.topic_items(scope) if self.playable(it))
+        async with self.db.transaction():
+            wid = await self.store.weeks.add(ch.id, scope, title, start, end, by)
+        week = TopicWeek(id=wid, channel_id=ch.id, scope=scope, title=title, start=start, end=end, created_by=by)
+        return AddedWeek(week, playable), ""
+
+    async def cancel_week(self, ch: Channel, week_id: int) -> TopicWeek | None:
+        """Cancel one of the channel's topic weeks; None when it has no such week (or it is
+        cancelled already)."""
+        w = await self.store.weeks.get(week_id)
+        if w is None or w.channel_id != ch.id or w.cancelled:
+            return None
+        async with self.db.transaction():
+            await self.store.weeks.cancel(w.id)
+        return w
+
     async def open_round(self, ch: Channel, *, item: Item | None = None, scheduled_day: Any = None,
                          by: str = "") -> Round | None:
         """Open a round. Scheduled rounds (`scheduled_day`, from the tick) are unique per channel
@@ -642,19 +729,17 @@ class QuizService:
                 if ch.ref.platform == platform and ch.ref.workspace == workspace]
 
     async def round_stats(self, round_id: int) -> dict[str, Any]:
-        row = await self.db.fetchrow(
-            "SELECT COUNT(*), COUNT(DISTINCT player_id), SUM(state IN ('queued', 'grading')) FROM answers"
-            " WHERE round_id = ? AND state != 'void'", (round_id,))
-        solvers = await self.db.fetchall(
-            "SELECT player_id FROM scores WHERE round_id = ? AND solved = 1 ORDER BY answer_id", (round_id,))
+        counts = await self.store.stats.round_counts(round_id)
+        solvers = await self.store.stats.round_solvers(round_id)
         first = ""
         if solvers:
-            first = (await self.store.players.names([solvers[0][0]])).get(solvers[0][0], "")
-        return {"answers": int(row[0] or 0), "players": int(row[1] or 0), "pending": int(row[2] or 0),
+            first = (await self.store.players.names([solvers[0]])).get(solvers[0], "")
+        return {"answers": counts.answers, "players": counts.players, "pending": counts.pending,
                 "solvers": len(solvers), "first": first}
 
     def playable(self, item: Item) -> bool:
-        return gradable(item, self.capabilities())
+        """Whether one configured runner can grade it (a choice item needs none)."""
+        return item.kind == "choice" or self.pool.can_grade(item_needs(item))
 
     async def set_schedule(self, ch: Channel, schedule: Schedule) -> Channel:
         """Change the schedule. An open round keeps its announced end; new posting times apply from

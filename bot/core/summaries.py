@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 
 from ..storage.repos import Store
-from .leaderboards import range_totals, rank_rows
+from .leaderboards import rank_rows
 from .models import Channel, LeaderboardRow, plural
 from .scheduler import local_date, month_bounds, week_bounds
 
@@ -82,30 +82,21 @@ def previous(period: str, start: date) -> tuple[date, date]:
 async def build_digest(store: Store, channel: Channel, period: str, now: datetime, *, last: bool = False) -> Digest:
     today = local_date(channel.schedule, now)
     start, end = period_bounds(period, today, last=last)
-    a, b = start.isoformat(), end.isoformat()
-    per_day_rows = await store.db.fetchall(
-        "SELECT local_date, COUNT(DISTINCT player_id), COUNT(*) FROM scores WHERE channel_id = ?"
-        " AND local_date >= ? AND local_date <= ? GROUP BY local_date", (channel.id, a, b))
-    by_day = {r[0]: (r[1], r[2]) for r in per_day_rows}
+    by_day = {a.day: (a.players, a.answers) for a in await store.stats.per_day(channel.id, start, end)}
     last_day = min(end, today) if not last else end
     per_day = []
     d = start
     while d <= last_day:
-        players, answers = by_day.get(d.isoformat(), (0, 0))
+        players, answers = by_day.get(d, (0, 0))
         per_day.append((d, players, answers))
         d += timedelta(days=1)
-    chapters = await store.db.fetchall(
-        "SELECT chapter, COUNT(*), SUM(s) FROM (SELECT chapter, round_id, player_id, MAX(solved) AS s"
-        " FROM scores WHERE channel_id = ? AND local_date >= ? AND local_date <= ?"
-        " GROUP BY round_id, player_id) GROUP BY chapter ORDER BY chapter", (channel.id, a, b))
-    active = await store.db.fetchone(
-        "SELECT COUNT(DISTINCT player_id), COUNT(*) FROM scores WHERE channel_id = ? AND local_date >= ?"
-        " AND local_date <= ?", (channel.id, a, b))
+    chapters = await store.stats.chapter_solves(channel.id, start, end)
+    active = await store.stats.activity(channel.id, start, end)
     rounds = await store.rounds.in_range(channel.id, start, end)
-    now_raw = await range_totals(store, channel.id, start, end)
+    now_raw = await store.stats.range_totals(channel.id, start, end)
     p_start, p_end = previous(period, start)
-    before_raw = await range_totals(store, channel.id, p_start, p_end)
-    names = await store.players.names([r[0] for r in now_raw] + [r[0] for r in before_raw])
+    before_raw = await store.stats.range_totals(channel.id, p_start, p_end)
+    names = await store.players.names([r.player_id for r in now_raw] + [r.player_id for r in before_raw])
     ranked_now = rank_rows(now_raw, names, None)
     ranked_before = {r.player_id: r.rank for r in rank_rows(before_raw, names, None)}
     movers: list[tuple[str, int, int | None]] = []
@@ -117,25 +108,19 @@ async def build_digest(store: Store, channel: Channel, period: str, now: datetim
             scored.append((gain, r.rank, r.name, before))
     for _gain, rank, name, before in sorted(scored, key=lambda x: (-x[0], x[1]))[:3]:
         movers.append((name, rank, before))
-    prev_active = await store.db.fetchone(
-        "SELECT COUNT(DISTINCT player_id), COUNT(*) FROM scores WHERE channel_id = ? AND local_date >= ?"
-        " AND local_date <= ?", (channel.id, p_start.isoformat(), p_end.isoformat()))
+    prev_active = await store.stats.activity(channel.id, p_start, p_end)
     prev_rounds = await store.rounds.in_range(channel.id, p_start, p_end)
-    prev_days: dict[str, int] = {str(r[0]): int(r[1]) for r in await store.db.fetchall(
-        "SELECT local_date, COUNT(DISTINCT player_id) FROM scores WHERE channel_id = ?"
-        " AND local_date >= ? AND local_date <= ? GROUP BY local_date",
-        (channel.id, p_start.isoformat(), p_end.isoformat()))}
+    prev_days = {a.day: a.players for a in await store.stats.per_day(channel.id, p_start, p_end)}
     prev_span = [p_start + timedelta(days=i) for i in range((p_end - p_start).days + 1)]
-    previous_per_day = [(day, prev_days.get(day.isoformat(), 0)) for day in prev_span]
+    previous_per_day = [(day, prev_days.get(day, 0)) for day in prev_span]
     return Digest(
-        previous=(len(prev_rounds), int(prev_active[1]) if prev_active else 0,
-                  int(prev_active[0]) if prev_active else 0),
-        previous_per_day=previous_per_day, points_before={r[0]: float(r[1]) for r in before_raw},
+        previous=(len(prev_rounds), prev_active.answers, prev_active.players),
+        previous_per_day=previous_per_day, points_before={r.player_id: float(r.points) for r in before_raw},
         language=channel.schedule.language,
         channel=channel.ref.name or channel.ref.channel, period=period, start=start, end=end,
-        rounds=len(rounds), answers=int(active[1]) if active else 0,
-        active_players=int(active[0]) if active else 0, per_day=per_day,
-        chapters=[(c[0], c[1], c[2] or 0) for c in chapters], top=[r for r in ranked_now if r.points > 0][:5],
+        rounds=len(rounds), answers=active.answers,
+        active_players=active.players, per_day=per_day,
+        chapters=[(c.chapter, c.tried, c.solved) for c in chapters], top=[r for r in ranked_now if r.points > 0][:5],
         movers=movers,
     )
 
@@ -265,24 +250,15 @@ CSV_NOTE = ("One row per graded answer. attempt_points (after the penalty for ea
 async def export_csv(store: Store, channel: Channel, start: date | None, end: date | None) -> bytes:
     """Every score row of the channel (in a date range if given), one line per graded answer:
     its components, its total, and what it changed in the player's round total."""
-    where = "s.channel_id = ?"
-    params: list[object] = [channel.id]
-    if start is not None and end is not None:
-        where += " AND s.local_date >= ? AND s.local_date <= ?"
-        params += [start.isoformat(), end.isoformat()]
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(CSV_COLUMNS)
     round_totals: dict[tuple[int, int], float] = {}
-    async with store.db.conn.execute(
-            "SELECT s.local_date, s.round_id, r.item_id, s.chapter, p.name, p.user_id, s.answer_id, a.submitted_at,"
-            " a.verdict, a.fraction, s.attempt_value, s.first_bonus, s.streak_bonus, s.points, s.solved, s.streak,"
-            " s.player_id FROM scores s JOIN rounds r ON r.id = s.round_id JOIN players p ON p.id = s.player_id"
-            f" JOIN answers a ON a.id = s.answer_id WHERE {where} ORDER BY s.answer_id", params) as cur:
-        async for row in cur:
-            *head, value, first, streak_bonus, added, solved, streak, player_id = row
-            key = (row[1], player_id)
-            round_totals[key] = round(round_totals.get(key, 0.0) + (added or 0.0), 4)
-            total = round((value or 0.0) + (first or 0.0) + (streak_bonus or 0.0), 4)
-            w.writerow([*head, value, first, streak_bonus, total, added, round_totals[key], solved, streak])
+    async for r in store.stats.export_rows(channel.id, start, end):
+        key = (r.round_id, r.player_id)
+        round_totals[key] = round(round_totals.get(key, 0.0) + (r.points or 0.0), 4)
+        total = round((r.attempt_value or 0.0) + (r.first_bonus or 0.0) + (r.streak_bonus or 0.0), 4)
+        w.writerow([r.local_date, r.round_id, r.item_id, r.chapter, r.player, r.user_id, r.answer_id, r.submitted_at,
+                    r.verdict, r.fraction, r.attempt_value, r.first_bonus, r.streak_bonus, total, r.points,
+                    round_totals[key], r.solved, r.streak])
     return buf.getvalue().encode("utf-8")

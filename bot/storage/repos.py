@@ -1,4 +1,5 @@
-"""Repositories: the SQL of the bot, one small class per table.
+"""Repositories: the SQL of the bot, one small class per table (the read-only aggregates of
+leaderboards, cards and digests are in `stats.py`, reached as `Store.stats`).
 
 There is one connection: reads may run anywhere, writes must run inside
 `Database.transaction()` (the single writer path).
@@ -8,13 +9,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from datetime import date, datetime, time
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiosqlite
 
 from ..core.clock import iso, parse_iso
 from ..core.models import Actor, Answer, Channel, ChannelRef, Message, Round, Schedule, TopicWeek
 from .db import Database
+from .stats import Stats
 
 
 def _schedule(row: aiosqlite.Row) -> Schedule:
@@ -168,6 +170,17 @@ class Players:
             rows = await self.db.fetchall(
                 f"SELECT id, name FROM players WHERE id IN ({','.join('?' * len(chunk))})", chunk)
             out.update({r[0]: r[1] for r in rows})
+        return out
+
+    async def identities(self, ids: Iterable[int]) -> dict[int, tuple[str, str]]:
+        """(display name, platform user id) of several players, by id."""
+        ids = sorted(set(ids))
+        out: dict[int, tuple[str, str]] = {}
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            rows = await self.db.fetchall(
+                f"SELECT id, name, user_id FROM players WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+            out.update({r[0]: (r[1], r[2]) for r in rows})
         return out
 
     async def who(self, player_id: int) -> tuple[str, str]:
@@ -344,6 +357,13 @@ class Rounds:
         return [_round(r) for r in rows]
 
 
+class GradedAttempt(NamedTuple):
+    answer_id: int
+    player_id: int
+    verdict: str | None
+    fraction: float | None
+
+
 class Answers:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -471,6 +491,18 @@ class Answers:
             "SELECT id, verdict, fraction FROM answers WHERE round_id = ? AND player_id = ? AND state = 'graded'"
             " ORDER BY id", (round_id, player_id))
 
+    async def graded_in_round(self, round_id: int, player_ids: Sequence[int]) -> list[GradedAttempt]:
+        """The graded answers of these players in a round, each player's in submission order."""
+        out: list[GradedAttempt] = []
+        ids = list(player_ids)
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            rows = await self.db.fetchall(
+                f"SELECT id, player_id, verdict, fraction FROM answers WHERE round_id = ? AND player_id IN"
+                f" ({','.join('?' * len(chunk))}) AND state = 'graded' ORDER BY id", (round_id, *chunk))
+            out.extend(GradedAttempt(r[0], r[1], r[2], r[3]) for r in rows)
+        return out
+
     async def pending_count(self, round_id: int | None = None) -> int:
         if round_id is None:
             row = await self.db.fetchrow("SELECT COUNT(*) FROM answers WHERE state IN ('queued', 'grading')")
@@ -490,6 +522,10 @@ class Answers:
         return parse_iso(row[0]) if row and row[0] else None
 
 
+SCORE_FIELDS = ("answer_id", "round_id", "channel_id", "player_id", "local_date", "chapter", "attempt_value",
+                "points", "first_bonus", "streak_bonus", "solved", "streak")
+
+
 class Scores:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -505,6 +541,31 @@ class Scores:
             "SELECT answer_id, player_id, first_bonus FROM scores WHERE round_id = ? AND solved = 1"
             " ORDER BY answer_id LIMIT ?", (round_id, limit))
         return [(r[0], r[1], r[2]) for r in rows]
+
+    async def round_rows(self, round_id: int, player_ids: Sequence[int], *, with_solved: bool = False
+                         ) -> list[dict[str, Any]]:
+        """The score rows (`SCORE_FIELDS`) of these players in a round and, with `with_solved`,
+        every solved row of the round as well (a row may then come twice)."""
+        ids = list(player_ids)
+        out: list[dict[str, Any]] = []
+        for i in range(0, max(1, len(ids)), 500):
+            chunk = ids[i:i + 500]
+            cond = f"player_id IN ({','.join('?' * len(chunk))})" if chunk else "0"
+            if with_solved and i == 0:
+                cond = f"(solved = 1 OR {cond})"
+            rows = await self.db.fetchall(f"SELECT * FROM scores WHERE round_id = ? AND {cond}", (round_id, *chunk))
+            out.extend({k: r[k] for k in SCORE_FIELDS} for r in rows)
+        return out
+
+    async def solved_pairs(self, round_ids: Sequence[int], player_ids: Sequence[int]) -> set[tuple[int, int]]:
+        """The (round id, player id) pairs among these with a solved score row."""
+        if not round_ids or not player_ids:
+            return set()
+        rows = await self.db.fetchall(
+            f"SELECT DISTINCT round_id, player_id FROM scores WHERE solved = 1 AND round_id IN"
+            f" ({','.join('?' * len(round_ids))}) AND player_id IN ({','.join('?' * len(player_ids))})",
+            (*round_ids, *player_ids))
+        return {(r[0], r[1]) for r in rows}
 
     async def solved_row(self, round_id: int, player_id: int) -> aiosqlite.Row | None:
         return await self.db.fetchone(
@@ -527,15 +588,56 @@ class Scores:
               " solved = excluded.solved, streak = excluded.streak")
     UPDATE_BONUS = "UPDATE scores SET first_bonus = ?, streak_bonus = ?, streak = ?, points = ? WHERE answer_id = ?"
 
+    @staticmethod
+    def upsert_params(s: dict[str, Any], now: datetime) -> dict[str, Any]:
+        return {**s, "scored_at": iso(now)}
+
+    @staticmethod
+    def bonus_params(answer_id: int, *, first_bonus: float, streak_bonus: float, streak: int,
+                     points: float) -> tuple[Any, ...]:
+        return (first_bonus, streak_bonus, streak, points, answer_id)
+
     async def upsert(self, s: dict[str, Any], now: datetime) -> None:
-        await self.db.conn.execute(self.UPSERT, {**s, "scored_at": iso(now)})
+        await self.db.conn.execute(self.UPSERT, self.upsert_params(s, now))
 
     async def update_bonus(self, answer_id: int, *, first_bonus: float, streak_bonus: float, streak: int,
                            points: float) -> None:
-        await self.db.conn.execute(self.UPDATE_BONUS, (first_bonus, streak_bonus, streak, points, answer_id))
+        await self.db.conn.execute(self.UPDATE_BONUS, self.bonus_params(
+            answer_id, first_bonus=first_bonus, streak_bonus=streak_bonus, streak=streak, points=points))
+
+    def batch(self) -> ScoreWrites:
+        """`upsert` and `update_bonus` queued in memory and written in order by `flush`."""
+        return ScoreWrites(self)
 
     async def delete_round(self, round_id: int) -> None:
         await self.db.conn.execute("DELETE FROM scores WHERE round_id = ?", (round_id,))
+
+
+class ScoreWrites:
+    """Score writes kept in their order until `flush`, which sends consecutive writes of a kind
+    in one batch (`executemany`)."""
+
+    def __init__(self, scores: Scores) -> None:
+        self.db = scores.db
+        self._ops: list[tuple[str, Any]] = []
+
+    def upsert(self, s: dict[str, Any], now: datetime) -> None:
+        self._ops.append((Scores.UPSERT, Scores.upsert_params(s, now)))
+
+    def update_bonus(self, answer_id: int, *, first_bonus: float, streak_bonus: float, streak: int,
+                     points: float) -> None:
+        self._ops.append((Scores.UPDATE_BONUS, Scores.bonus_params(
+            answer_id, first_bonus=first_bonus, streak_bonus=streak_bonus, streak=streak, points=points)))
+
+    async def flush(self) -> None:
+        ops, self._ops = self._ops, []
+        i = 0
+        while i < len(ops):
+            j = i
+            while j < len(ops) and ops[j][0] == ops[i][0]:
+                j += 1
+            await self.db.conn.executemany(ops[i][0], [p for _, p in ops[i:j]])
+            i = j
 
 
 class Outbox:
@@ -580,3 +682,4 @@ class Store:
         self.answers = Answers(db)
         self.scores = Scores(db)
         self.outbox = Outbox(db)
+        self.stats = Stats(db)

@@ -76,11 +76,15 @@ class FakeRunner:
     jobs: list[dict[str, Any]] = field(default_factory=list)
     respond: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     gate: asyncio.Event | None = None  # when set, gradings wait for it (to hold answers "in flight")
+    capabilities: dict[str, Any] | None = None  # health's {"ranks": N, "features": [...]}, if any
 
     async def health(self) -> dict[str, Any]:
         if self.down:
             raise RunnerUnavailable("fake runner is down")
-        return {"status": "ok", "torch": "fake", "cuda": {"name": "FakeGPU"} if self.cuda else None}
+        health: dict[str, Any] = {"status": "ok", "torch": "fake", "cuda": {"name": "FakeGPU"} if self.cuda else None}
+        if self.capabilities is not None:
+            health["capabilities"] = self.capabilities
+        return health
 
     async def grade(self, job: dict[str, Any]) -> dict[str, Any]:
         if self.down:

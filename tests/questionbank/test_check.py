@@ -5,6 +5,7 @@ and the shipped bank must pass the same gate.
 """
 from __future__ import annotations
 
+import dataclasses
 import io
 import textwrap
 from pathlib import Path
@@ -341,3 +342,49 @@ def test_a_solution_must_be_another_idiom_and_define_the_entrypoint(tmp_path: Pa
         "solution 1 is the reference again; write it in a different idiom",
         "solution 2 does not define the entrypoint 'solve'",
     ], [str(p) for p in problems]
+
+
+class LacksOnnx:
+    """A runner whose health offers `offers` and which answers `unsupported` to onnx jobs."""
+
+    def __init__(self, features: list[str]) -> None:
+        self.features = features
+
+    async def health(self) -> dict[str, Any]:
+        return {"torch": "2.13.0", "cuda": None, "capabilities": {"ranks": 4, "features": self.features}}
+
+    async def grade(self, job: dict[str, Any]) -> dict[str, Any]:
+        return {"verdict": "unsupported", "message": "this runner lacks onnx", "cases": []}
+
+
+@pytest.mark.parametrize("features,skipped", [([], True), (["onnx"], False)])
+async def test_an_item_the_runner_cannot_run_is_counted_never_silent(
+        broken_items: list[Item], features: list[str], skipped: bool) -> None:
+    item = dataclasses.replace(next(i for i in broken_items if i.id == "good-double"), features=("onnx",))
+    report = await check_items([item], LacksOnnx(features))
+    if skipped:
+        assert report.ok and report.skipped == ["good-double"]
+        [warning] = report.warnings
+        assert warning.message == "skipped: it needs cpu, onnx (this runner lacks onnx)"
+        assert "1 not checked here (1 this runner lacks onnx)" in report.summary()
+    else:  # the runner says it has onnx: an unchecked onnx item is a failure, not a skip
+        assert not report.ok and report.skipped == []
+        assert report.errors[0].message.startswith("the runner offers cpu, onnx but answered unsupported")
+
+
+def test_an_item_declares_features_and_ranks_and_its_jobs_carry_them(tmp_path: Path) -> None:
+    from questionbank.jobs import code_job as build_job
+
+    good = code_item("two-ranks-onnx", setup=SETUP, reference=DOUBLE,
+                     wrong=[("adds one", "def solve(x):\n    return x + 1\n")])
+    good = good.replace("    requires: cpu\n", "    requires: [cpu, onnx]\n    ranks: 2\n")
+    bad = code_item("bad-requires", setup=SETUP, reference=DOUBLE, wrong=[("adds one", "def solve(x):\n    return x + 1\n")])
+    bad = bad.replace("    requires: cpu\n", "    requires: [cpu, cuda, onxx]\n")
+    path = tmp_path / "caps.yaml"
+    path.write_text("items:\n" + good + bad, encoding="utf-8")
+    items, problems = load_items([path], outline=StubOutline())
+    [item] = items
+    job = build_job(item)
+    assert job["requires"] == ["cpu", "onnx"] and job["ranks"] == 2
+    [problem] = problems
+    assert problem.message.endswith("requires: unknown 'onxx' (known: cpu, cuda, onnx, inductor)"), str(problem)

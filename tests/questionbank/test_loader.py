@@ -135,7 +135,7 @@ def test_malformed_file_reports_every_problem_with_its_line(tmp_path: Path) -> N
         f"{f}:2: item 'Bad Id': id 'Bad Id' is not valid: use lowercase words and digits joined by hyphens, like tensor-view-transpose",
         f"{f}:3: item 'Bad Id': outline id '9.9.9.z.9' does not exist in the outline",
         f"{f}:5: item 'Bad Id': difficulty must be from 1 to 5, but it is 7",
-        f"{f}:7: item 'Bad Id': requires must be one of cpu, cuda, but it is the text 'gpu' (did you mean 'cpu'?)",
+        f"{f}:7: item 'Bad Id': requires: unknown 'gpu' (known: cpu, cuda, onnx, inductor; did you mean 'cpu'?)",
         f"{f}:8: item 'Bad Id': title is missing 'en'",
         f"{f}:10: item 'Bad Id': explanation.en is empty",
         f"{f}:15: item 'Bad Id': setup does not define a function make_cases()",
@@ -321,7 +321,7 @@ def test_schema_documents_exactly_the_item_fields() -> None:
     """schema.json drives validation; it must not drift from the Item dataclass."""
     schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
     documented = set(schema["$defs"]["item"]["properties"])
-    internal = {"source_file", "source_line", "lines"}
+    internal = {"source_file", "source_line", "lines", "features"}  # features: parsed from `requires`
     fields = {f.name for f in dataclasses.fields(Item)} - internal
     assert documented == fields
 
