@@ -72,7 +72,8 @@ class Zygote:
         parent.setblocking(False)
         loop = asyncio.get_running_loop()
         try:
-            ready = await asyncio.wait_for(loop.sock_recv(parent, 1), timeout=120)
+            # warming Inductor compiles the CPU-feature probe and a graph: minutes on a busy host
+            ready = await asyncio.wait_for(loop.sock_recv(parent, 1), timeout=600 if self.inductor else 120)
         except TimeoutError:
             ready = b""
         if ready != b"R":

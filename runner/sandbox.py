@@ -184,7 +184,7 @@ def bwrap_argv(package_root: str, *, gpu: bool) -> JailPlan:
     # Host /proc for the zygote (trusted); each job mounts a private one on top.
     # /scratch is a small tmpfs already in the zygote (torch._dynamo makes its cache dir on import);
     # every job mounts a fresh one of its own over it.
-    argv += ["--perms", "1777", "--size", str(16 << 20), "--tmpfs", SCRATCH,
+    argv += ["--perms", "1777", "--size", str(64 << 20), "--tmpfs", SCRATCH,
              "--bind", "/proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm"]
     if gpu:
         for dev in sorted(Path("/dev").glob("nvidia*")):
@@ -192,7 +192,7 @@ def bwrap_argv(package_root: str, *, gpu: bool) -> JailPlan:
         argv += ["--ro-bind-try", "/sys", "/sys"]
         features.append("gpu")
     argv += ["--remount-ro", "/dev", "--remount-ro", "/"]
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": package_root, "HOME": SCRATCH, "LANG": "C.UTF-8",
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": package_root, "HOME": SCRATCH, "TMPDIR": SCRATCH, "LANG": "C.UTF-8",
            "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
            "OPENBLAS_NUM_THREADS": "1", "TORCHINDUCTOR_CACHE_DIR": SCRATCH + "/inductor",
            "MPLBACKEND": "Agg", "PYTHONUNBUFFERED": "1"}

@@ -181,6 +181,7 @@ def _warm_inductor() -> None:
     from torch._inductor import cpu_vec_isa
 
     config.compile_threads = 1
+    config.cpp_cache_precompile_headers = False  # a precompiled header is tens of MiB per job's scratch
     cpu_vec_isa.pick_vec_isa()
     torch.compile(lambda t: t.sin() + 1)(torch.randn(4))
     torch._dynamo.reset()
