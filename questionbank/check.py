@@ -309,7 +309,7 @@ class Checker:
 
         tasks: list[Awaitable[None]] = []
         if not item.solutions:
-            self.add(item, "reference", MISSING_SOLUTION, "warning")
+            self.add(item, "reference", MISSING_SOLUTION)
         for i, solution in enumerate(item.solutions, start=1):
             idea = f" ({solution.idea})" if solution.idea else ""
             tasks.append(must_pass(f"correct solution {i}{idea}", solution.code, solution.line))

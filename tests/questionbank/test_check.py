@@ -33,7 +33,9 @@ def code_item(item_id: str, *, setup: str, reference: str, wrong: list[tuple[str
 
     starter = starter or "def solve(x):\n    raise NotImplementedError"
     wrong_yaml = "".join(f"      - why: {why}\n        code: |\n{block(code, 10)}" for why, code in wrong)
-    solutions_yaml = "".join(f"      - idea: {idea}\n        code: |\n{block(code, 10)}" for idea, code in solutions or ())
+    if solutions is None:  # every code item keeps another correct solution; [] leaves it out
+        solutions = [("torch.mul", "def solve(x):\n    return torch.mul(x, 2)\n")]
+    solutions_yaml = "".join(f"      - idea: {idea}\n        code: |\n{block(code, 10)}" for idea, code in solutions)
     return (
         f"  - id: {item_id}\n"
         "    outline: [2.1.2.a.1]\n    kind: code\n    difficulty: 1\n    tags: [test]\n    requires: cpu\n"
@@ -73,6 +75,8 @@ ITEMS = {
                              solutions=[("torch.mul", "def solve(x):\n    return torch.mul(x, 2)\n"),
                                         ("a sum", "def solve(x):\n    return torch.stack([x, x]).sum(0)\n")],
                              wrong=[("adds one", "def solve(x):\n    return x + 1\n")]),
+    "no-other-solution": code_item("no-other-solution", setup=SETUP, reference=DOUBLE, solutions=[],
+                                   wrong=[("adds one", "def solve(x):\n    return x + 1\n")]),
     "rejects-a-solution": code_item("rejects-a-solution", setup=SETUP, reference=DOUBLE,
                                     solutions=[("in float64", "def solve(x):\n    return (x.double() * 2).float()\n"),
                                                ("a new tensor", "def solve(x):\n    return x.mul(2).to(torch.float64)\n")],
@@ -132,9 +136,9 @@ async def test_check_reports_each_kind_of_breakage(runner_client: Any, broken_it
                                        "would lose points: failed")
     assert rejected.location == f"{by_id['rejects-a-solution'].source_file}:{by_id['rejects-a-solution'].solutions[1].line}"
 
-    # an item without another solution is told to add one (a warning until the bank has them all)
-    [missing] = [f for f in report.for_item("wrong-that-passes") if f.severity == "warning"]
-    assert missing.message.startswith("no other correct solution: add `solutions:`")
+    # an item without another correct solution fails: a change that rejects correct players would go unseen
+    [missing] = messages(report, "no-other-solution")
+    assert missing.startswith("no other correct solution: add `solutions:`")
     assert messages(report, "good-output") == []
 
     [ref] = messages(report, "broken-reference")
@@ -163,7 +167,7 @@ async def test_check_reports_each_kind_of_breakage(runner_client: Any, broken_it
     assert located[0].location == f"{by_id['wrong-that-passes'].source_file}:{wrong_line}"
     assert str(located[0]).startswith(f"{located[0].location}: wrong-that-passes: wrong answer 1")
     text = report.format()
-    assert text.splitlines()[-1].startswith("check: FAILED: 11 items (7 code, 4 output), ")
+    assert text.splitlines()[-1].startswith("check: FAILED: 12 items (8 code, 4 output), ")
 
 
 async def test_check_command_through_a_runner_url(runner_client: Any, broken_file: Path,
@@ -183,7 +187,7 @@ async def test_check_command_through_a_runner_url(runner_client: Any, broken_fil
     assert code == 1
     lines = out.getvalue().splitlines()
     assert any("wrong-that-passes: wrong answer 1 (adds x to itself) passes" in line for line in lines)
-    assert lines[-1].startswith("check: FAILED: 11 items")
+    assert lines[-1].startswith("check: FAILED: 12 items")
 
     out = io.StringIO()
     bad_yaml = broken_file.parent / "bad.yaml"
@@ -387,4 +391,4 @@ def test_an_item_declares_features_and_ranks_and_its_jobs_carry_them(tmp_path: P
     job = build_job(item)
     assert job["requires"] == ["cpu", "onnx"] and job["ranks"] == 2
     [problem] = problems
-    assert problem.message.endswith("requires: unknown 'onxx' (known: cpu, cuda, onnx, inductor)"), str(problem)
+    assert problem.message.endswith("requires: unknown 'onxx' (known: cpu, cuda, onnx, inductor; did you mean 'onnx'?)"), str(problem)
