@@ -653,6 +653,8 @@ class _FileLoader:
     # -- building the Item -----------------------------------------------------------------
 
     def build(self, raw: dict, base: Path_) -> Item:
+        device, features = parse_requires(raw["requires"])  # validated in load_item
+
         def text(value: dict) -> Text:
             return Text(zh=value["zh"].strip(), en=value["en"].strip())
 
@@ -663,8 +665,8 @@ class _FileLoader:
             outline=tuple(raw["outline"]),
             difficulty=raw["difficulty"],
             tags=tuple(raw["tags"]),
-            requires=parse_requires(raw["requires"])[0],
-            features=parse_requires(raw["requires"])[1],
+            requires=device,
+            features=features,
             ranks=int(raw.get("ranks", 1)),
             title=text(raw["title"]),
             prompt=text(raw["prompt"]),
