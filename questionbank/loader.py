@@ -23,7 +23,7 @@ import yaml
 
 from runner.protocol import DEVICES, FEATURES, parse_requires  # torch-free
 
-from .model import Item, Option, Solution, Text, WrongAnswer
+from .model import Item, Option, Solution, Text, WrongAnswer, WrongOutput
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 ITEMS_DIR = PACKAGE_DIR / "items"
@@ -359,6 +359,10 @@ class _SchemaChecker:
         if len(value) < least:
             entries = "entry" if least == 1 else "entries"
             report(path, f"{name} needs at least {least} {entries}, but it has {len(value)}")
+        most = schema.get("maxItems")
+        if most is not None and len(value) > most:
+            entries = "entry" if most == 1 else "entries"
+            report(path, f"{name} needs at most {most} {entries}, but it has {len(value)}")
         if schema.get("uniqueItems"):
             seen: list[Any] = []
             for i, element in enumerate(value):
@@ -679,15 +683,19 @@ class _FileLoader:
             probe=raw.get("probe", ""),
             tolerances={k: float(v) for k, v in (raw.get("tolerances") or {}).items()},
             wrong=tuple(
-                WrongAnswer(code=w["code"], why=w["why"].strip(), line=self.parsed.line(base + ("wrong", i)))
+                WrongAnswer(code=w["code"], why=w["why"].strip(), hint=text(w["hint"]) if "hint" in w else None,
+                            line=self.parsed.line(base + ("wrong", i)))
                 for i, w in enumerate(raw.get("wrong") or ())
             ),
             solutions=tuple(
                 Solution(code=a["code"], idea=a["idea"].strip(), line=self.parsed.line(base + ("solutions", i)))
                 for i, a in enumerate(raw.get("solutions") or ())
             ),
+            hints=tuple(text(h) for h in raw.get("hints") or ()),
             mode=raw.get("mode", "partial"),
             snippet=raw.get("snippet", ""),
+            wrong_outputs=tuple(WrongOutput(output=w["output"], hint=text(w["hint"]))
+                                for w in raw.get("wrong_outputs") or ()),
             options=tuple(Option(key=o["key"], text=text(o)) for o in raw.get("options") or ()),
             correct=tuple(raw.get("correct") or ()),
             source_file=self.file,

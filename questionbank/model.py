@@ -32,8 +32,18 @@ class WrongAnswer:
 
     code: str
     why: str = ""
+    # what a player whose answer behaves like this mistake is told (names the mistake, no values)
+    hint: Text | None = None
     # line of the entry in its YAML file, so the checker can point at the mistake itself
     line: int = field(default=0, compare=False)
+
+
+@dataclass(frozen=True)
+class WrongOutput:
+    """An output players commonly predict for an `output` item, and the mistake behind it."""
+
+    output: str
+    hint: Text
 
 
 @dataclass(frozen=True)
@@ -73,11 +83,13 @@ class Item:
     tolerances: dict[str, float] = field(default_factory=dict)
     wrong: tuple[WrongAnswer, ...] = ()
     solutions: tuple[Solution, ...] = ()
+    hints: tuple[Text, ...] = ()  # revealed one at a time, at a cost, by /quiz hint
     ranks: int = 1  # > 1: graded in ranks mode (a gloo group of this many processes)
     features: tuple[str, ...] = ()  # what grading needs beyond the device: onnx, inductor
     mode: Literal["partial", "all_or_nothing"] = "partial"
     # output
     snippet: str = ""
+    wrong_outputs: tuple[WrongOutput, ...] = ()
     # choice
     options: tuple[Option, ...] = ()
     correct: tuple[str, ...] = ()

@@ -281,6 +281,60 @@ def test_good_file_builds_items_with_lines(tmp_path: Path) -> None:
         bank.get("secnd")
 
 
+def test_hints_and_known_mistakes_load_in_both_languages(tmp_path: Path) -> None:
+    """The learning loop's fields: hints on any item, a hint per known mistake of a code item,
+    common wrong predictions of an output item; each misplaced one is named."""
+    path = write(tmp_path, "hints.yaml", """
+        items:
+          - id: with-hints
+            outline: [2.1.2.a.1]
+            kind: code
+            difficulty: 3
+            tags: [x]
+            requires: cpu
+            title: {zh: 标题, en: T}
+            prompt: {zh: 提示, en: P}
+            explanation: {zh: 解释, en: E}
+            hints:
+              - {zh: 想想形状, en: Think about the shape}
+              - {zh: 看 dim 参数, en: Look at the dim argument}
+            entrypoint: f
+            starter: "def f(x):\n    pass\n"
+            setup: "def make_cases():\n    return []\n"
+            reference: "def f(x):\n    return x.sum(0)\n"
+            wrong:
+              - why: sums the wrong dim
+                hint: {zh: 对错了维度求和, en: You reduced over the wrong dimension}
+                code: "def f(x):\n    return x.sum(1)\n"
+          - id: predicted
+            outline: [2.1.2.a.1]
+            kind: output
+            difficulty: 2
+            tags: [x]
+            requires: cpu
+            title: {zh: 标题, en: T}
+            prompt: {zh: 提示, en: P}
+            explanation: {zh: 解释, en: E}
+            snippet: "print(1)"
+            wrong_outputs:
+              - output: "2"
+                hint: {zh: 差一, en: Off by one}
+            hints: [{zh: 一, en: one}, {zh: 二, en: two}, {zh: 三, en: three}]
+    """)
+    items, problems = load_items([path], outline=StubOutline())
+    got = messages(problems)
+    assert got == [f"{path}:43: item 'predicted': hints needs at most 2 entries, but it has 3"], got
+    assert [i.id for i in items] == ["with-hints"]
+    item = items[0]
+    assert [h.en for h in item.hints] == ["Think about the shape", "Look at the dim argument"]
+    assert item.wrong[0].hint is not None and item.wrong[0].hint.get("zh") == "对错了维度求和"
+
+    misplaced = write(tmp_path, "misplaced.yaml", path.read_text(encoding="utf-8").replace(
+        "    entrypoint: f\n", "    entrypoint: f\n    wrong_outputs: [{output: '1', hint: {zh: 一, en: one}}]\n"))
+    got = messages(load_items([misplaced], outline=StubOutline())[1])
+    assert f"{misplaced}:17: item 'with-hints': 'wrong_outputs' does not belong on code items; remove it" in got
+
+
 # --------------------------------------------------------------------------------------------
 # the real bank
 
