@@ -299,13 +299,13 @@ def test_hints_and_known_mistakes_load_in_both_languages(tmp_path: Path) -> None
               - {zh: 想想形状, en: Think about the shape}
               - {zh: 看 dim 参数, en: Look at the dim argument}
             entrypoint: f
-            starter: "def f(x):\n    pass\n"
-            setup: "def make_cases():\n    return []\n"
-            reference: "def f(x):\n    return x.sum(0)\n"
+            starter: "def f(x):\\n    pass\\n"
+            setup: "def make_cases():\\n    return []\\n"
+            reference: "def f(x):\\n    return x.sum(0)\\n"
             wrong:
               - why: sums the wrong dim
                 hint: {zh: 对错了维度求和, en: You reduced over the wrong dimension}
-                code: "def f(x):\n    return x.sum(1)\n"
+                code: "def f(x):\\n    return x.sum(1)\\n"
           - id: predicted
             outline: [2.1.2.a.1]
             kind: output
@@ -323,7 +323,7 @@ def test_hints_and_known_mistakes_load_in_both_languages(tmp_path: Path) -> None
     """)
     items, problems = load_items([path], outline=StubOutline())
     got = messages(problems)
-    assert got == [f"{path}:43: item 'predicted': hints needs at most 2 entries, but it has 3"], got
+    assert got == [f"{path}:35: item 'predicted': hints needs at most 2 entries, but it has 3"], got
     assert [i.id for i in items] == ["with-hints"]
     item = items[0]
     assert [h.en for h in item.hints] == ["Think about the shape", "Look at the dim argument"]
@@ -332,7 +332,7 @@ def test_hints_and_known_mistakes_load_in_both_languages(tmp_path: Path) -> None
     misplaced = write(tmp_path, "misplaced.yaml", path.read_text(encoding="utf-8").replace(
         "    entrypoint: f\n", "    entrypoint: f\n    wrong_outputs: [{output: '1', hint: {zh: 一, en: one}}]\n"))
     got = messages(load_items([misplaced], outline=StubOutline())[1])
-    assert f"{misplaced}:17: item 'with-hints': 'wrong_outputs' does not belong on code items; remove it" in got
+    assert f"{misplaced}:15: item 'with-hints': 'wrong_outputs' does not belong on code items; remove it" in got
 
 
 # --------------------------------------------------------------------------------------------
