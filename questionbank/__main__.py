@@ -21,7 +21,7 @@ from . import check as check_mod
 from .jobs import answer_text, code_job, normalise_output, output_job
 from .loader import Bank, BankError, load_bank
 from .model import Item
-from .render import render_item, render_result
+from .render import known_mistake_index, mistake_hint, render_item, render_mistake, render_result
 
 
 def _bank() -> Bank:
@@ -91,6 +91,11 @@ def cmd_show(args: argparse.Namespace) -> int:
     if item is None:
         return 2
     print(render_item(item, args.lang))
+    if args.hints:
+        for i, hint in enumerate(item.hints, start=1):
+            print(f"\nHint {i} of {len(item.hints)} (/quiz hint reveal): {hint.get(args.lang)}")
+        if not item.hints:
+            print("\n(no hints)")
     return 0
 
 
@@ -165,6 +170,9 @@ def cmd_try(args: argparse.Namespace) -> int:
     if item.kind == "code":
         result = asyncio.run(_grade(code_job(item, answer, job_id=f"try:{item.id}"), args.runner))
         print(render_result(result, args.lang))
+        hint = mistake_hint(item, known_mistake_index(item, result))
+        if hint is not None:
+            print(render_mistake(hint, args.lang))
         return 0 if result.get("verdict") == "passed" else 1
     result = asyncio.run(_grade(output_job(item, job_id=f"try:{item.id}"), args.runner))
     if result.get("verdict") != "passed":
@@ -172,6 +180,9 @@ def cmd_try(args: argparse.Namespace) -> int:
         return 1
     ok = normalise_output(answer) == normalise_output(str(result.get("stdout") or ""))
     print("passed" if ok else "failed: the output differs")
+    hint = None if ok else mistake_hint(item, known_mistake_index(item, answer=answer))
+    if hint is not None:
+        print(render_mistake(hint, args.lang))
     if not ok:
         print("expected:\n" + str(result.get("stdout") or "").rstrip())
     return 0 if ok else 1
@@ -202,6 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("show", help="render an item as a player sees it")
     p.add_argument("id")
     p.add_argument("--lang", choices=("zh", "en"), default="en")
+    p.add_argument("--hints", action="store_true", help="also print the hints a player may reveal, at a cost")
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("job", help="print the runner job JSON of an item")

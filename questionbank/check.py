@@ -21,7 +21,7 @@ from typing import Any, Literal, Protocol
 
 from runner.protocol import Capabilities, capability_words  # torch-free
 
-from .jobs import code_job, output_job
+from .jobs import code_job, normalise_output, output_job
 from .loader import Problem, defined_names, load_items
 from .model import Item
 
@@ -63,6 +63,8 @@ class CheckReport:
     skipped: list[str] = field(default_factory=list)
     skip_reasons: dict[str, int] = field(default_factory=dict)  # the runner's message -> items
     seconds: float = 0.0
+    known_mistakes: int = 0  # wrong answers submitted as players would
+    recognised: int = 0  # ... that the runner named as themselves
 
     @property
     def errors(self) -> list[Finding]:
@@ -86,6 +88,8 @@ class CheckReport:
         if self.skipped:
             why = "; ".join(f"{n} {reason}" for reason, n in sorted(self.skip_reasons.items()))
             parts.append(f"{len(self.skipped)} not checked here" + (f" ({why})" if why else ""))
+        if self.known_mistakes:
+            parts.append(f"{self.recognised} of {self.known_mistakes} wrong answers recognised")
         parts.append(f"{len(self.errors)} error{'s' if len(self.errors) != 1 else ''}")
         if self.warnings:
             parts.append(f"{len(self.warnings)} warning{'s' if len(self.warnings) != 1 else ''}")
@@ -285,10 +289,13 @@ class Checker:
         if flags_only(cases):
             self.add(item, "probe" if item.probe else "reference", FLAGS_ONLY_WARNING, "warning")
 
-        async def must_fail(label: str, where: str, code: str, line: int = 0) -> None:
-            result = await self.grade(code_job(item, code, job_id=f"check:{item.id}:{label}"))
+        async def must_fail(label: str, where: str, code: str, line: int = 0, known: int | None = None) -> None:
+            result = await self.grade(code_job(item, code, job_id=f"check:{item.id}:{label}",
+                                               recognise=known is not None))
             verdict = result.get("verdict")
             location = f"{item.source_file}:{line}" if line and item.source_file else item.location_of(where)
+            if known is not None and verdict in ("failed", "error"):
+                self.recognise(item, known, result.get("mistake"), location)
             if verdict == "passed":
                 message = f"{label} passes; the hidden cases do not catch it"
             elif verdict == "internal":
@@ -313,13 +320,34 @@ class Checker:
         for i, solution in enumerate(item.solutions, start=1):
             idea = f" ({solution.idea})" if solution.idea else ""
             tasks.append(must_pass(f"correct solution {i}{idea}", solution.code, solution.line))
-        for i, wrong in enumerate(item.wrong, start=1):
-            why = f" ({wrong.why})" if wrong.why else ""
-            tasks.append(must_fail(f"wrong answer {i}{why}", "wrong", wrong.code, wrong.line))
+        async def wrong_answers() -> None:
+            # one after another, as players would send them: each is then recognised from the
+            # runner's cache of the ones before, and no known answer runs twice
+            for i, wrong in enumerate(item.wrong):
+                why = f" ({wrong.why})" if wrong.why else ""
+                await must_fail(f"wrong answer {i + 1}{why}", "wrong", wrong.code, wrong.line, known=i)
+
+        tasks.append(wrong_answers())
         tasks.append(must_fail("the starter code", "starter", item.starter))
         for dumb in dumb_answers(item):
             tasks.append(must_fail(f"the dumb answer '{dumb.name}'", "reference", dumb.code))
         await asyncio.gather(*tasks)
+
+    def recognise(self, item: Item, index: int, named: Any, location: str) -> None:
+        """A known wrong answer sent as a player's must be named as itself; one named as an
+        earlier answer means the cases cannot tell the two apart (the player gets the earlier
+        answer's hint)."""
+        self.report.known_mistakes += 1
+        if named == index:
+            self.report.recognised += 1
+        elif isinstance(named, int) and 0 <= named < index:
+            self.report.findings.append(Finding(location, item.id, (
+                f"wrong answer {index + 1} behaves exactly like wrong answer {named + 1} on every case, so a player "
+                f"who makes it is given answer {named + 1}'s hint; add a case that tells them apart"), "warning"))
+        else:
+            self.report.findings.append(Finding(location, item.id, (
+                f"wrong answer {index + 1} is not recognised when a player sends it (it behaves differently "
+                "from one run to the next?)"), "warning"))
 
     async def check_output(self, item: Item) -> None:
         first, second = await asyncio.gather(
@@ -341,6 +369,9 @@ class Checker:
         elif out1 != out2:
             self.add(item, "snippet", "the snippet is not deterministic: two runs printed different output "
                                       f"(first difference: {_first_difference(out1, out2)})")
+        for i, wrong in enumerate(item.wrong_outputs, start=1):
+            if normalise_output(wrong.output) == normalise_output(out1):
+                self.add(item, "wrong_outputs", f"wrong output {i} is what the snippet really prints")
 
     def check_choice(self, item: Item) -> None:
         """The loader already checks keys; here only what makes a question unfair to answer."""

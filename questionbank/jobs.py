@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from runner.protocol import Job  # torch-free: the one definition of a job
+from runner.protocol import MAX_MISTAKES, Job  # torch-free: the one definition of a job
 
 from .model import Item
 
@@ -18,14 +18,18 @@ def _check_kind(item: Item, kind: str) -> None:
         raise ValueError(f"{item.id} is a {item.kind} item, not a {kind} item")
 
 
-def code_job(item: Item, submission: str | None = None, *, job_id: str = "") -> dict[str, Any]:
-    """A grading job for a `code` item; with no submission the reference grades itself."""
+def code_job(item: Item, submission: str | None = None, *, job_id: str = "",
+             recognise: bool = True) -> dict[str, Any]:
+    """A grading job for a `code` item; with no submission the reference grades itself. With
+    `recognise`, the item's known wrong answers travel along, so a failing answer that behaves
+    like one is told which (its `hint`)."""
     _check_kind(item, "code")
     return Job(kind="code", job_id=job_id or item.id, requires=item.requires, features=item.features,
                ranks=item.ranks, seed=0,
                setup=item.setup, reference=item.reference, entrypoint=item.entrypoint,
                submission=item.reference if submission is None else submission, probe=item.probe or "",
-               tolerances=dict(item.tolerances or {}), limits=dict(item.limits or {})).to_json()
+               tolerances=dict(item.tolerances or {}), limits=dict(item.limits or {}),
+               mistakes=tuple(w.code for w in item.wrong[:MAX_MISTAKES]) if recognise else ()).to_json()
 
 
 def output_job(item: Item, *, job_id: str = "") -> dict[str, Any]:

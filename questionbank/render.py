@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .model import Item
+from .jobs import normalise_output
+from .model import Item, Text
 
 KIND_LABEL = {
     "code": {"zh": "编程题", "en": "code"},
@@ -38,6 +39,7 @@ _WORDS = {
         "zh": "可能有多个正确选项：回复所有正确选项的字母，如 `A C`。",
         "en": "More than one option may be correct: reply with every correct letter, e.g. `A C`.",
     },
+    "mistake": {"zh": "这像是一个常见错误", "en": "This looks like a known mistake"},
     "case_passed": {"zh": "通过", "en": "passed"},
     "case_failed": {"zh": "未通过", "en": "failed"},
     "example": {"zh": "示例", "en": "example"},
@@ -165,3 +167,36 @@ def render_result(result: dict[str, Any], lang: str = "en") -> str:
         if error.get("traceback"):
             lines.append(str(error["traceback"]).rstrip())
     return "\n".join(lines)
+
+
+def known_mistake_index(item: Item, result: dict[str, Any] | None = None, answer: str | None = None) -> int | None:
+    """Which known mistake an answer behaves like, or None: for a code item the runner's
+    `mistake` (an index into the item's wrong answers, checked against them); for an output
+    item the first listed wrong output the answer matches. One rule for the bot and `try`."""
+    if item.kind == "code" and result is not None:
+        index = result.get("mistake")
+        if type(index) is int and 0 <= index < len(item.wrong):
+            return index
+    if item.kind == "output" and answer is not None:
+        said = normalise_output(answer)
+        for i, wrong in enumerate(item.wrong_outputs):
+            if normalise_output(wrong.output) == said:
+                return i
+    return None
+
+
+def mistake_hint(item: Item, index: int | None) -> Text | None:
+    """The player-facing hint of a known mistake (None when it has none to give)."""
+    if index is None or index < 0:
+        return None
+    if item.kind == "code" and index < len(item.wrong):
+        return item.wrong[index].hint
+    if item.kind == "output" and index < len(item.wrong_outputs):
+        return item.wrong_outputs[index].hint
+    return None
+
+
+def render_mistake(hint: Text, lang: str = "en") -> str:
+    """The line a player reads under a failed answer."""
+    lang = _lang(lang)
+    return f"{word('mistake', lang)}{'：' if lang == 'zh' else ': '}{hint.get(lang)}"

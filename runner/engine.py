@@ -25,7 +25,7 @@ from . import __version__, judge, sandbox
 from .cgroups import JobCgroups
 from .config import Limits, RunnerConfig
 from .judge import Judged
-from .protocol import Capabilities, Job, JobError, Result, Verdict
+from .protocol import MAX_MISTAKES, Capabilities, Job, JobError, Result, Verdict
 from .supervisor import RawRun, Supervisor, _feed_pipe
 
 log = logging.getLogger("runner")
@@ -122,6 +122,9 @@ class Engine:
         self.restart_lock = asyncio.Lock()
         self.ref_cache: collections.OrderedDict[str, Judged] = collections.OrderedDict()
         self.ref_inflight: dict[str, asyncio.Future[tuple[Judged | None, str]]] = {}
+        # what each item's known wrong answers do (None: nothing comparable), by trusted hash
+        self.known_cache: collections.OrderedDict[str, Judged | None] = collections.OrderedDict()
+        self.known_inflight: dict[str, asyncio.Future[Judged | None]] = {}
         # decoding and comparing frames, off the event loop (bounded work, see judge)
         self.judges = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="judge")
         self.metrics: collections.Counter[str] = collections.Counter()
@@ -317,11 +320,16 @@ class Engine:
         return await asyncio.get_running_loop().run_in_executor(
             self.judges, lambda: fn(*args, **kwargs))
 
+    @staticmethod
+    def _trusted_key(job: Job, code: str) -> str:
+        """What decides a trusted run's observations: the item's parts and the code run."""
+        return hashlib.sha256(json.dumps(
+            [job.setup, code, job.probe, job.entrypoint, job.seed, job.requires,
+             job.allow_exec, job.ranks, list(job.features)]).encode()).hexdigest()
+
     async def _reference(self, job: Job, limits: Limits) -> tuple[Judged | None, str]:
         """Reference observations, cached by the hash of the trusted parts of the job."""
-        key = hashlib.sha256(json.dumps(
-            [job.setup, job.reference, job.probe, job.entrypoint, job.seed, job.requires,
-             job.allow_exec, job.ranks, list(job.features)]).encode()).hexdigest()
+        key = self._trusted_key(job, job.reference)
         if key in self.ref_cache:
             self.ref_cache.move_to_end(key)
             self.metrics["reference_cache_hits"] += 1
@@ -354,10 +362,61 @@ class Engine:
         if ref is None:
             return judge.reference_failed(problem or "no result")
         tol = job.tolerances
-        res: Result = await self._off_loop(judge.judge_submission, ref, raw,
-                                           rtol=float(tol.get("rtol", 1e-5)), atol=float(tol.get("atol", 1e-8)))
+        rtol, atol = float(tol.get("rtol", 1e-5)), float(tol.get("atol", 1e-8))
+        res: Result = await self._off_loop(judge.judge_submission, ref, raw, rtol=rtol, atol=atol)
         res.timings = {"queue_ms": round(raw.queue_ms, 1), "run_ms": round(raw.wall_ms, 1)}
+        if job.mistakes and res.verdict in (Verdict.FAILED, Verdict.ERROR):
+            res.mistake = await self._recognise(job, limits, raw, len(ref.cases), rtol=rtol, atol=atol)
         return res
+
+    async def _recognise(self, job: Job, limits: Limits, raw: RawRun, n: int, *,
+                         rtol: float, atol: float) -> int | None:
+        """The first known wrong answer this failing submission behaves like on every case.
+        Each wrong answer runs once per item, when first needed, and is cached like the
+        reference; a submission that is a wrong answer verbatim gives its behaviour for free."""
+        sub = await self._off_loop(_behaviour, raw, n)
+        if sub is None:
+            return None
+        keys = [self._trusted_key(job, code) for code in job.mistakes]
+        own = self._trusted_key(job, job.submission)
+        if own in keys and own not in self.known_cache:
+            self._keep_known(own, sub)
+        for i, (code, key) in enumerate(zip(job.mistakes, keys, strict=True)):
+            # in order, so a likeness to an early answer spares running the later ones
+            behaviour = await self._known(job, limits, code, key, n)
+            if await self._off_loop(judge.behaves_like, behaviour, sub, rtol=rtol, atol=atol):
+                return i
+        return None
+
+    def _keep_known(self, key: str, behaviour: Judged | None) -> None:
+        self.known_cache[key] = behaviour
+        while len(self.known_cache) > self.config.reference_cache * MAX_MISTAKES:
+            self.known_cache.popitem(last=False)
+
+    async def _known(self, job: Job, limits: Limits, code: str, key: str, n: int) -> Judged | None:
+        """What one known wrong answer does, run once and cached; concurrent askers share a run."""
+        if key in self.known_cache:
+            self.known_cache.move_to_end(key)
+            return self.known_cache[key]
+        if key in self.known_inflight:
+            return await asyncio.shield(self.known_inflight[key])
+        fut: asyncio.Future[Judged | None] = asyncio.get_running_loop().create_future()
+        self.known_inflight[key] = fut
+        try:
+            self.metrics["mistake_runs"] += 1
+            raw = await self._run(_code_payload(job, "mistake", code), limits)
+            behaviour = await self._off_loop(_behaviour, raw, n)
+            if not raw.fatal:  # a runner fault is tried again next time; anything else is what it does
+                self._keep_known(key, behaviour)
+            fut.set_result(behaviour)
+            return behaviour
+        except BaseException as e:
+            if not fut.done():
+                fut.set_exception(e)
+                fut.exception()
+            raise
+        finally:
+            self.known_inflight.pop(key, None)
 
     def metrics_text(self) -> str:
         lines = ["# TYPE runner_jobs_total counter", f"runner_jobs_total {self.metrics['jobs']}"]
@@ -365,7 +424,7 @@ class Engine:
         for k, v in sorted(self.metrics.items()):
             if k.startswith("verdict_"):
                 lines.append(f'runner_verdicts_total{{verdict="{k[8:]}"}} {v}')
-        for name in ("reference_cache_hits", "zygote_restarts", "rejected_busy", "rejected_auth"):
+        for name in ("reference_cache_hits", "mistake_runs", "zygote_restarts", "rejected_busy", "rejected_auth"):
             lines.append(f"# TYPE runner_{name}_total counter")
             lines.append(f"runner_{name}_total {self.metrics[name]}")
         lines += ["# TYPE runner_workers gauge", f"runner_workers {self.config.workers}",
@@ -389,6 +448,14 @@ def _decode_reference(raw: RawRun) -> tuple[Judged | None, str]:
     for case in judged.cases:
         case["evidence"] = judge.evidence(case["obs"])
     return judged, ""
+
+
+def _behaviour(raw: RawRun, n: int) -> Judged | None:
+    """A run's per-case behaviour when it ran to the end inside its limits, else None."""
+    judged, _corrupted = judge.decode_submission(raw, n)
+    if judged is None or judge.outside_verdict(raw, judged)[0] is not None:
+        return None
+    return judged
 
 
 def _code_payload(job: Job, role: str, code: str) -> dict[str, Any]:

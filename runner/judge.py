@@ -236,19 +236,40 @@ def judge_output(raw: RawRun) -> Result:
     return result
 
 
+def decode_submission(raw: RawRun, n: int) -> tuple[Judged | None, bool]:
+    """The submission's frame, and whether it was there but would not decode (corrupted)."""
+    try:
+        if raw.marks > n + 1:
+            raise WireError("more progress marks than cases")
+        return decode_frame(raw.frame, expected_cases=n), False
+    except WireError:
+        return None, True
+
+
+def behaves_like(known: Judged | None, sub: Judged | None, *, rtol: float, atol: float) -> bool:
+    """Whether a submission did what a known wrong answer does on every case: the same
+    observations (within tolerance), or the same error (type and message). Anything either
+    side lacks (no frame, a harness fault, tampering, another number of cases) is no match,
+    so the worst a confusion can do is withhold a hint."""
+    if known is None or sub is None or known.status != "ok" or sub.status != "ok" or sub.tampered:
+        return False
+    if not known.cases or len(known.cases) != len(sub.cases):
+        return False
+    for kc, sc in zip(known.cases, sub.cases, strict=True):
+        ke, se = kc["error"], sc["error"]
+        if ke is not None or se is not None:
+            if ke is None or se is None or (ke.type, ke.message, ke.in_probe) != (se.type, se.message, se.in_probe):
+                return False
+        elif compare(kc["obs"], sc["obs"], rtol=rtol, atol=atol, path=""):
+            return False
+    return True
+
+
 def judge_submission(ref: Judged, raw: RawRun, *, rtol: float, atol: float) -> Result:
     """Decode the submission's frame and climb the ladder. CPU-bound: the engine runs it off its
     event loop, and every step is bounded by the frame's size."""
     n = len(ref.cases)
-    try:
-        if raw.marks > n + 1:
-            raise WireError("more progress marks than cases")
-        sub = decode_frame(raw.frame, expected_cases=n)
-    except WireError:
-        sub = None
-        corrupted = True
-    else:
-        corrupted = False
+    sub, corrupted = decode_submission(raw, n)
     verdict, message, error = outside_verdict(raw, sub)
     # A limit (or the runner's own fault) explains a cut frame: that is the verdict. Otherwise a
     # frame that is there but does not decode was written or altered by the player's code.

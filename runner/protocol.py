@@ -22,6 +22,7 @@ DEVICES: tuple[str, ...] = ("cpu", "cuda")
 #   inductor: torch.compile's default backend on CPU (a C++ compiler, exec allowed)
 FEATURES: tuple[str, ...] = ("onnx", "inductor")
 MAX_RANKS = 16
+MAX_MISTAKES = 8  # known wrong answers a job may carry for recognition
 
 
 def parse_requires(value: Any) -> tuple[Device, tuple[str, ...]]:
@@ -134,6 +135,9 @@ class Job:
     # The job may execve (a compiler for torch.compile's inductor): off unless the item needs it,
     # since an exec'd process is dumpable again. Set by the item, never by the player.
     allow_exec: bool = False
+    # An item's known wrong answers (trusted, from the bank): a failing submission that behaves
+    # like one on every case is told which (`Result.mistake`). Feedback only, never a grade.
+    mistakes: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "job_id": self.job_id,
@@ -147,6 +151,8 @@ class Job:
                 out["probe"] = self.probe
             if self.tolerances:
                 out["tolerances"] = dict(self.tolerances)
+            if self.mistakes:
+                out["mistakes"] = list(self.mistakes)
         else:
             out["snippet"] = self.snippet
         if self.limits:
@@ -196,6 +202,12 @@ class Job:
         seed = data.get("seed", 0)
         if type(seed) is not int or not 0 <= seed < 2**63:
             raise JobError("seed must be a non-negative integer")
+        mistakes = data.get("mistakes") or []
+        if (not isinstance(mistakes, list) or len(mistakes) > MAX_MISTAKES
+                or not all(isinstance(m, str) and 0 < len(m) <= MAX_SOURCE for m in mistakes)):
+            raise JobError(f"mistakes must be a list of at most {MAX_MISTAKES} sources")
+        if mistakes and kind != "code":
+            raise JobError("mistakes apply to code jobs only")
         job_id = data.get("job_id", "")
         allow_exec = data.get("allow_exec", False)
         if type(allow_exec) is not bool:
@@ -207,7 +219,8 @@ class Job:
                    probe=probe or "", snippet=data.get("snippet", "") if kind == "output" else "",
                    job_id=clean_text(job_id, 200), requires=requires, features=features, ranks=ranks, seed=seed,
                    tolerances={k: float(v) for k, v in tolerances.items()},
-                   limits={k: float(v) for k, v in limits.items()}, allow_exec=allow_exec)
+                   limits={k: float(v) for k, v in limits.items()}, allow_exec=allow_exec,
+                   mistakes=tuple(mistakes))
 
 
 @dataclass
@@ -284,6 +297,9 @@ class Result:
     job_id: str = ""
     timings: dict[str, float] = field(default_factory=dict)
     runner: dict[str, Any] = field(default_factory=dict)
+    # index into the job's `mistakes` of the known wrong answer this failing submission behaves
+    # like on every case; None when it is like none of them (or passed, or was not judged)
+    mistake: int | None = None
 
     @property
     def score(self) -> float:
@@ -295,7 +311,8 @@ class Result:
                 "cases": [c.to_json() for c in self.cases],
                 "error": self.error.to_json() if self.error else None,
                 "stdout": self.stdout, "stderr": self.stderr, "output_truncated": self.output_truncated,
-                "timings": dict(self.timings), "runner": dict(self.runner)}
+                "timings": dict(self.timings), "runner": dict(self.runner),
+                **({"mistake": self.mistake} if self.mistake is not None else {})}
 
     @classmethod
     def from_json(cls, data: Any) -> Result:
@@ -316,6 +333,10 @@ class Result:
         parsed = [CaseResult.from_json(c) for c in cases]
         if verdict is Verdict.PASSED and (passed != total or any(not c.passed for c in parsed)):
             raise ProtocolError("a passed result with failing cases")
+        mistake = data.get("mistake")
+        if mistake is not None and (type(mistake) is not int or not 0 <= mistake < MAX_MISTAKES
+                                    or verdict not in (Verdict.FAILED, Verdict.ERROR)):
+            raise ProtocolError("mistake must name a known wrong answer of a failing result")
         # Strings are cleaned again on this side: a runner of another version must not be able to
         # make a result unstorable (a lone surrogate) or unprintable.
         return cls(verdict=verdict, message=_clean(data.get("message") or ""), passed_cases=passed,
@@ -323,7 +344,8 @@ class Result:
                    stdout=_clean(data.get("stdout") or ""), stderr=_clean(data.get("stderr") or ""),
                    output_truncated=bool(data.get("output_truncated", False)),
                    job_id=clean_text(data.get("job_id") or "", 200),
-                   timings=dict(data.get("timings") or {}), runner=dict(data.get("runner") or {}))
+                   timings=dict(data.get("timings") or {}), runner=dict(data.get("runner") or {}),
+                   mistake=mistake)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from datetime import date, time, timedelta
 from typing import TYPE_CHECKING
 
 from .leaderboards import leaderboard, player_card, render_board, render_card
-from .models import PERIODS, WEEKDAY_NAMES, Actor, Attachment, Block, Channel, ChannelRef, Message, Schedule, denied, error, info
+from .models import NOT_ENABLED, PERIODS, WEEKDAY_NAMES, Actor, Attachment, Block, Channel, ChannelRef, Message, Schedule, denied, error, info
 from .roles import Right, allowed, refusal
 from .scheduler import item_needs, local_date, week_bounds, zone
 from .summaries import CSV_NOTE, build_digest, digest_chart, export_csv, period_bounds, render_digest
@@ -40,8 +40,12 @@ HELP = {
     "answer": ("player", "answer <code or text>", "answer the open round (a ```python block, output text or option keys)"),
     "leaderboard": ("player", "leaderboard [round|week|topic|month|all]", "standings (default: week)"),
     "me": ("player", "me", "your points, solved rounds, streak, strongest and weakest chapters"),
+    "hint": ("player", "hint [reveal]", "what the open round's next hint costs; `reveal` shows it (privately)"),
     "schedule": ("moderator", "schedule [HH:MM] [Area/City] [mon-fri|daily|mon,wed] [8h] [zh|en] [ramp=on|off]",
                  "show or change when rounds open and how long they stay open"),
+    "settings": ("moderator", "settings [names=on|off]",
+                 "show or change the channel's settings: `names` credits the first solver of each approach "
+                 "shown when a round closes"),
     "enable": ("moderator", "enable", "start the quiz in this channel"),
     "disable": ("moderator", "disable", "stop the quiz in this channel (scores are kept)"),
     "week": ("moderator", "week add <chapter[.section]> [start] [end] [title] | week list | week cancel <id>",
@@ -90,7 +94,7 @@ class CommandRouter:
             return [error(f"Unknown command `/quiz {name}`.{hint} `/quiz help` lists them.")]
         ctx = Ctx(actor, where, name, rest.split(), rest)
         right = RIGHTS[name]
-        if name in ("schedule", "week") and self._read_only(ctx):
+        if name in ("schedule", "week", "settings") and self._read_only(ctx):
             right = "player"
         if not allowed(actor, right, self.roles):
             return [denied(refusal(name, right))]
@@ -105,7 +109,7 @@ class CommandRouter:
         return ch if ch and (ch.enabled or readable_when_off) else None
 
     def _not_enabled(self) -> list[Message]:
-        return [error("The quiz is not enabled in this channel. A moderator can turn it on with `/quiz enable`.")]
+        return [error(NOT_ENABLED)]
 
     # ------------------------------------------------------------------ everyone
 
@@ -129,6 +133,12 @@ class CommandRouter:
             form.ephemeral = True
             return [form]
         return await self.svc.submit(ctx.actor, ctx.where, ctx.rest, explicit=True)
+
+    async def cmd_hint(self, ctx: Ctx) -> list[Message]:
+        word = ctx.args[0].lower() if ctx.args else ""
+        if word not in ("", "reveal", "yes", "show"):
+            return [error(f"Usage: /quiz {HELP['hint'][1]}")]
+        return await self.svc.hint(ctx.actor, ctx.where, reveal=bool(word))
 
     async def cmd_leaderboard(self, ctx: Ctx) -> list[Message]:
         ch = await self._channel(ctx, readable_when_off=True)  # scores are kept, so they can be read
@@ -198,6 +208,24 @@ class CommandRouter:
                  " It applies from the next posting time on.")
         return [info(f"Schedule: {sched.describe()}.{keeps} {await self.svc.next_round_text(ch)}",
                      title="Schedule updated")]
+
+    async def cmd_settings(self, ctx: Ctx) -> list[Message]:
+        ch = await self._channel(ctx)
+        if ch is None:
+            return self._not_enabled()
+        if not ctx.args:
+            return [info(ch.options.describe(), title="Channel settings")]
+        options, problems = ch.options, []
+        for arg in ctx.args:
+            key, _, value = arg.lower().partition("=")
+            if key == "names" and value in ("on", "off", "yes", "no", "true", "false"):
+                options = replace(options, names=value in ("on", "yes", "true"))
+            else:
+                problems.append(f"`{arg}` is not a setting (use names=on or names=off)")
+        if problems:
+            return [error("Settings not changed:\n" + "\n".join(f"- {p}" for p in problems))]
+        await self.svc.set_options(ch, options)
+        return [info(options.describe(), title="Channel settings updated")]
 
     async def cmd_week(self, ctx: Ctx) -> list[Message]:
         ch = await self._channel(ctx)

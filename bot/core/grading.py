@@ -24,8 +24,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from questionbank.jobs import code_job, normalise_output, output_job
-from questionbank.model import Item
-from questionbank.render import VERDICT_LABEL, render_result
+from questionbank.model import Item, Text
+from questionbank.render import VERDICT_LABEL, known_mistake_index, mistake_hint, render_mistake, render_result
 from runner.protocol import ProtocolError, Result
 
 from ..storage.faults import fault_kind
@@ -33,7 +33,7 @@ from ..storage.repos import SCORE_FIELDS, Store
 from .clock import Clock
 from .models import UNGRADED, Answer, Block, Channel, Grade, Message, Round
 from .runners import RunnerPool, RunnerUnavailable, RunnerWaiting
-from .scoring import Attempt, ScoringRules, attempt_fraction, player_round
+from .scoring import Attempt, ScoringRules, attempt_fraction, hinted_base, player_round
 from .settings import GradingSettings
 
 log = logging.getLogger(__name__)
@@ -320,7 +320,8 @@ class Grader:
                 expected = await self.expected_output(rnd, item)
             ok = normalise_output(content) == normalise_output(expected)
             return Grade("passed" if ok else "failed", 1.0 if ok else 0.0, int(ok), 1,
-                         "matches the printed output" if ok else "that is not what the snippet prints")
+                         "matches the printed output" if ok else "that is not what the snippet prints",
+                         mistake=None if ok else known_mistake_index(item, answer=content))
         raw = await self.pool.grade(code_job(item, content, job_id=f"answer-{answer_id}"))
         try:
             result = Result.from_json(raw)
@@ -338,6 +339,7 @@ class Grader:
             passed_cases=result.passed_cases, total_cases=result.total_cases,
             message=result.message, cases=[c.to_json() for c in result.cases],
             error=result.error.to_json() if result.error else None, raw=result.to_json(),
+            mistake=known_mistake_index(item, result=result.to_json()),
         )
 
     async def expected_output(self, rnd: Round, item: Item) -> str:
@@ -390,7 +392,7 @@ class Grader:
                 finishes.append(store.answers.finish_params(
                     answer.id, state="graded", verdict=grade.verdict, fraction=grade.fraction,
                     passed_cases=grade.passed_cases, total_cases=grade.total_cases, message=grade.message,
-                    result=grade.raw, now=now))
+                    result=grade.raw, now=now, mistake=grade.mistake))
                 view.graded(answer, grade)
                 out.append(GradeOutcome(answer.id, "graded", grade))
                 rnd = rounds.get(answer.round_id)
@@ -399,8 +401,11 @@ class Grader:
                 channel = await store.channels.get(rnd.channel_id)
                 rules = self.rules_for(channel) if channel else ScoringRules()
                 total, rows = await self.score_player(rnd, answer.player_id, rules, now, view=view)
+                item = self.bank.items.get(rnd.item_id) if rnd.item_id else None
+                hint = mistake_hint(item, grade.mistake) if item is not None and not grade.passed else None
                 messages.append((answer.channel_id, self._build_result_message(
-                    answer.id, rnd, grade, total, channel, rows.get(answer.id), view.who(answer.player_id))))
+                    answer.id, rnd, grade, total, channel, rows.get(answer.id), view.who(answer.player_id),
+                    hint=hint)))
             await store.answers.finish_many(finishes)
             await view.flush()
             await store.outbox.add_many(messages, now)
@@ -436,7 +441,7 @@ class Grader:
                             row["answer_id"], first_bonus=new_fb, streak_bonus=row["streak_bonus"],
                             streak=row["streak"], points=round(row["points"] - fb + new_fb, 2))
         streak_before = await self.streak_before(rnd, player_id, view=store) if first_pass is not None else 0
-        base = rules.base(rnd.difficulty)
+        base = hinted_base(rules.base(rnd.difficulty), await store.hint_costs(rnd.id, player_id))
         total = 0.0
         new_rows: dict[int, dict[str, Any]] = {}
         for s in player_round(attempts, base=base, rules=rules, first_rank=rank, streak_before=streak_before):
@@ -494,7 +499,8 @@ class Grader:
 
     @staticmethod
     def _build_result_message(answer_id: int, rnd: Round, grade: Grade, total: float, channel: Channel | None,
-                              mine: dict[str, Any] | None, who_uid: tuple[str, str]) -> Message:
+                              mine: dict[str, Any] | None, who_uid: tuple[str, str], *,
+                              hint: Text | None = None) -> Message:
         lang = channel.schedule.language if channel else "en"
         who, uid = who_uid
         label = VERDICT_LABEL.get(grade.verdict, {}).get("en", grade.verdict) if VERDICT_LABEL else grade.verdict
@@ -509,10 +515,13 @@ class Grader:
                          + (f" (+{mine['streak_bonus']:g} streak bonus, {mine['streak']} in a row)"
                             if mine["streak_bonus"] else ""))
         extra.append(f"Your round total: {total:g} points")
+        blocks = [Block(body)]
+        if hint is not None:  # the known mistake it behaves like: what to think about next
+            blocks.append(Block(render_mistake(hint, lang)))
         return Message(
             kind="result", round_id=rnd.id, mention=uid,
             title=f"{who}, answer #{answer_id}: {label}",
-            blocks=[Block(body), Block("\n".join(extra))],
+            blocks=blocks + [Block("\n".join(extra))],
             data={"answer_id": answer_id, "verdict": grade.verdict, "points": total, "player": who},
         )
 
@@ -530,6 +539,9 @@ class _StoreScores:
 
     async def rows_for(self, round_id: int, player_id: int) -> dict[int, Any]:
         return await self.store.scores.rows_for(round_id, player_id)
+
+    async def hint_costs(self, round_id: int, player_id: int) -> list[float]:
+        return await self.store.hints.costs(round_id, player_id)
 
     async def first_solvers(self, round_id: int, limit: int) -> list[tuple[int, int, float]]:
         return await self.store.scores.first_solvers(round_id, limit)
@@ -565,6 +577,7 @@ class _RoundRows:
         self.solved: dict[int, dict[str, Any]] = {}  # answer id -> row, solved = 1
         self.solved_by: dict[int, dict[int, dict[str, Any]]] = {}  # player -> answer id -> solved row
         self.attempts: dict[int, list[tuple[int, str | None, float | None]]] = {}
+        self.hints: dict[int, list[float]] = {}  # player -> costs of the hints revealed
 
 
 class _PassScores(_StoreScores):
@@ -611,6 +624,8 @@ class _PassScores(_StoreScores):
             return
         for row in await self.store.scores.round_rows(round_id, new, with_solved=first):
             self._keep(rr, row)
+        for pid, costs in (await self.store.hints.costs_in_round(round_id, new)).items():
+            rr.hints[pid] = costs
         for g in await self.store.answers.graded_in_round(round_id, new):
             if g.answer_id not in self._batch:  # this pass's answers join as they are graded
                 rr.attempts.setdefault(g.player_id, []).append((g.answer_id, g.verdict, g.fraction))
@@ -669,6 +684,10 @@ class _PassScores(_StoreScores):
     async def rows_for(self, round_id: int, player_id: int) -> dict[int, Any]:
         rr = await self._round(round_id, player_id)
         return {aid: dict(row) for aid, row in rr.rows.get(player_id, {}).items()}
+
+    async def hint_costs(self, round_id: int, player_id: int) -> list[float]:
+        rr = await self._round(round_id, player_id)
+        return list(rr.hints.get(player_id, ()))
 
     async def first_solvers(self, round_id: int, limit: int) -> list[tuple[int, int, float]]:
         rr = self._rounds.get(round_id)

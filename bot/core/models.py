@@ -63,6 +63,24 @@ class Schedule:
                 f"language {self.language}, difficulty ramp {'on' if self.ramp else 'off'}")
 
 
+@dataclass(frozen=True)
+class ChannelOptions:
+    """What a moderator chooses for a channel with `/quiz settings` (beyond the schedule)."""
+
+    names: bool = True  # a round's close names the first solver of each approach it shows
+
+    def describe(self) -> str:
+        return f"names={'on' if self.names else 'off'} (a round's close names the first solver of each approach)"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"names": self.names}
+
+    @classmethod
+    def from_json(cls, data: Any) -> ChannelOptions:
+        data = data if isinstance(data, dict) else {}
+        return cls(names=bool(data.get("names", True)))
+
+
 @dataclass
 class Channel:
     id: int
@@ -70,6 +88,7 @@ class Channel:
     enabled: bool
     schedule: Schedule
     scoring: dict[str, Any] = field(default_factory=dict)  # per-channel overrides
+    options: ChannelOptions = field(default_factory=ChannelOptions)
     # the schedule applies to posting times from this instant on (enable or last schedule change)
     schedule_since: datetime | None = None
 
@@ -138,6 +157,9 @@ class Grade:
     cases: list[dict[str, Any]] = field(default_factory=list)
     error: dict[str, Any] | None = None
     raw: dict[str, Any] | None = None
+    # the known mistake a failing answer behaves like (index into the item's wrong answers, or
+    # its wrong outputs); feedback only, never part of the score
+    mistake: int | None = None
 
     @property
     def passed(self) -> bool:
@@ -250,6 +272,9 @@ class Message:
 
 def info(text: str, *, title: str = "", ephemeral: bool = False, kind: str = "info") -> Message:
     return Message(kind=kind, title=title, blocks=[Block(text)], ephemeral=ephemeral)
+
+
+NOT_ENABLED = "The quiz is not enabled in this channel. A moderator can turn it on with `/quiz enable`."
 
 
 def error(text: str) -> Message:

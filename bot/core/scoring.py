@@ -13,6 +13,8 @@ gradings finish in, so the same attempts always give the same points.
 - The player's first passing attempt earns the first-solver bonus (by rank among the round's
   solvers, again in submission order) and the streak bonus (for each consecutive earlier round
   solved, capped).
+- Each hint a player revealed takes its recorded share (`hint_cost` percent when it was
+  revealed) off the item's points for that player, before everything above.
 - `internal` verdicts (the runner's fault) are never scored: they are retried.
 """
 from __future__ import annotations
@@ -37,6 +39,7 @@ class ScoringRules:
     first_bonus: tuple[float, ...] = (5, 3, 1)  # for the 1st, 2nd, 3rd solver
     streak_bonus: float = 2  # per consecutive earlier round solved
     streak_cap: int = 5  # at most this many steps of streak bonus
+    hint_cost: float = 20.0  # percent of the item's points each hint revealed costs
 
     def base(self, difficulty: int) -> float:
         table = self.points_by_difficulty
@@ -106,12 +109,20 @@ def rules_from_dict(d: dict[str, Any], base: ScoringRules | None = None) -> Scor
             else:
                 if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
                     raise ValueError("expected a non-negative number")
+                if key == "hint_cost" and value > 100:
+                    raise ValueError(f"expected a percent from 0 to 100, got {value}")
                 kw[key] = float(value)
         except (ValueError, KeyError, TypeError) as exc:
             problems.append(f"{key}: {exc}")
     if problems:
         raise ValueError("; ".join(problems))
     return ScoringRules(**{**{f: getattr(base, f) for f in names}, **kw})
+
+
+def hinted_base(base: float, hint_costs: Sequence[float]) -> float:
+    """The item's points left after the hints a player revealed (each costs its recorded
+    percent of them); never below zero."""
+    return base * max(0.0, 1.0 - sum(hint_costs) / 100.0)
 
 
 def attempt_fraction(verdict: str, passed_cases: int | None, total_cases: int | None, *,

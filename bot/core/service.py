@@ -26,9 +26,10 @@ from questionbank.render import render_explanation, render_item
 from ..storage.db import Database, open_database
 from ..storage.repos import Store
 from .answers import AnswerRejected, looks_like_answer, parse_answer
+from .approaches import MAX_APPROACHES, Solve, example_text, group_approaches
 from .clock import Clock, SystemClock
 from .grading import Grader
-from .models import Actor, Block, Channel, ChannelRef, Message, Round, Schedule, TopicWeek, error, in_scope, info, plural
+from .models import NOT_ENABLED, Actor, Block, Channel, ChannelOptions, ChannelRef, Message, Round, Schedule, TopicWeek, error, in_scope, info, plural
 from .runners import RunnerPool, RunnerUnavailable
 from .scheduler import Slot, current_slot, item_needs, local_date, next_round, pick_item, slot_for, slots_between, upcoming_slots, zone
 from .scoring import ScoringRules
@@ -453,7 +454,7 @@ class QuizService:
         closed since is refused rather than counted against the next question."""
         ch = await self.store.channels.by_ref(where)
         if ch is None or not ch.enabled:
-            return [error("The quiz is not enabled in this channel. A moderator can turn it on with `/quiz enable`.")]
+            return [error(NOT_ENABLED)]
         rnd = await self.store.rounds.open_in(ch.id)
         if rnd is None or rnd.item_id is None:
             return [error(await self._no_round_text(ch))]
@@ -489,6 +490,57 @@ class QuizService:
         return [Message(kind="ack", round_id=rnd.id, mention=actor.user_id, ephemeral=True,
                         blocks=[Block(f"Answer #{aid} received ({what}); grading it now.")],
                         data={"answer_id": aid, "round_id": rnd.id})]
+
+    async def hint(self, actor: Actor, where: ChannelRef, *, reveal: bool) -> list[Message]:
+        """The open round's next hint, privately. Without `reveal` it says what the next one
+        costs (and shows the ones already revealed, free); with it, the hint is recorded with
+        the channel's cost and the player's attempts are rescored. A solver needs none."""
+        ch = await self.store.channels.by_ref(where)
+        if ch is None or not ch.enabled:
+            return [error(NOT_ENABLED)]
+        rnd = await self.store.rounds.open_in(ch.id)
+        if rnd is None or rnd.item_id is None:
+            return [error(await self._no_round_text(ch))]
+        item = self.bank.items.get(rnd.item_id)
+        if item is None or not item.hints:
+            return [info("This question has no hints: read the prompt and the example again, and try a small case "
+                         "by hand.", ephemeral=True)]
+        lang, total = ch.schedule.language, len(item.hints)
+        pid = self.store.players.known(actor)
+        if pid is None:
+            async with self.db.transaction():
+                pid = await self.store.players.ensure(actor)
+        costs = await self.store.hints.costs(rnd.id, pid)
+        seen = [Block(f"Hint {i + 1}: {item.hints[i].get(lang)}") for i in range(min(len(costs), total))]
+        spent = sum(costs)
+        if len(costs) >= total:
+            return [Message(kind="hint", title=f"All {plural(total, 'hint')} of round {rnd.label}", ephemeral=True,
+                            blocks=seen + [Block(f"You have revealed every hint; your answers in this round score "
+                                                 f"at most {max(0.0, 100 - spent):g}% of its points.")])]
+        if await self.store.scores.solved_row(rnd.id, pid) is not None:
+            return [info("You have solved this round already: no hint needed.", ephemeral=True)]
+        n, cost = len(costs) + 1, self.rules_for(ch).hint_cost
+        if not reveal:
+            return [Message(kind="hint", title=f"Hint {n} of {total} for round {rnd.label}", ephemeral=True,
+                            blocks=seen + [Block(
+                                f"Hint {n} costs {cost:g}% of this round's points: your answers would then score at "
+                                f"most {max(0.0, 100 - spent - cost):g}%. Reveal it with `/quiz hint reveal`.")],
+                            data={"round_id": rnd.id, "next": n, "cost": cost})]
+        now = self.clock.now()
+        async with self.db.transaction():
+            still = await self.store.rounds.open_in(ch.id)
+            if still is None or still.id != rnd.id:
+                return [error(f"Round {rnd.label} has just closed; no hint was revealed.")]
+            if await self.store.hints.add(rnd.id, pid, n, cost, now):
+                spent += cost
+                await self.grader.score_player(rnd, pid, self.rules_for(ch), now)
+        return [Message(kind="hint", title=f"Hint {n} of {total} for round {rnd.label} (-{cost:g}% of its points)",
+                        ephemeral=True,
+                        blocks=[Block(item.hints[n - 1].get(lang)),
+                                Block(f"Your answers in this round now score at most {max(0.0, 100 - spent):g}% "
+                                      "of its points." + (" `/quiz hint` says what the next hint costs."
+                                                          if n < total else ""))],
+                        data={"round_id": rnd.id, "n": n, "cost": cost})]
 
     async def answer_form(self, where: ChannelRef) -> Message | None:
         """What a platform's answer modal needs for the open round: kind, starter code, options."""
@@ -670,6 +722,10 @@ class QuizService:
         blocks = [Block(render_item(item, lang)),
                   Block(f"Open until {closes:%a %H:%M} ({ch.schedule.timezone}). Answer in a reply or with "
                         "`/quiz answer`; you may try several times, the best attempt counts.")]
+        if item.hints:
+            cost = self.rules_for(ch).hint_cost
+            blocks.append(Block(f"Stuck? `/quiz hint` shows a hint privately ({plural(len(item.hints), 'hint')}, "
+                                f"{cost:g}% of the points each)."))
         if note:
             blocks.append(Block(note))
         return Message(kind="round_open", round_id=rnd.id, title=f"Question of the day {rnd.label}",
@@ -709,6 +765,9 @@ class QuizService:
             line = (f"{plural(stats['answers'], 'answer')} from {plural(stats['players'], 'player')}, "
                     f"{stats['solvers']} solved"
                     + (f"; first solver: {stats['first']}" if stats["first"] else "") + ".")
+            if stats["hints"]:
+                line += (f" {plural(stats['hints'], 'hint')} revealed by "
+                         f"{plural(stats['hinted_players'], 'player')}.")
             if stats["pending"]:
                 line += (f" {plural(stats['pending'], 'answer is', 'answers are')} still being graded;"
                          " their results follow.")
@@ -716,12 +775,31 @@ class QuizService:
                 line += (f" It closed at {self.when(ch, at, '%a %H:%M')} as announced; the bot was offline then, "
                          "so this message comes late.")
             blocks.append(Block(line))
+            if item is not None and item.kind == "code":
+                blocks += await self._approaches(rnd, item, ch)
             msg = Message(kind="round_close", round_id=rnd.id,
                           title=f"Round {rnd.label} closed{' by ' + by if by else ''}", blocks=blocks, data=stats)
         if not replaced and ch is not None and ch.enabled:
             msg.blocks.append(Block(await self.next_round_text(ch, now)))
         await self.store.outbox.add(rnd.channel_id, msg, now)
         return True
+
+    async def _approaches(self, rnd: Round, item: Item, ch: Channel | None) -> list[Block]:
+        """The distinct ways the round was solved (see approaches.py), most common first."""
+        solves = [Solve(s.answer_id, s.player, s.content) for s in await self.store.stats.round_solves(rnd.id)]
+        found = group_approaches(solves, item.entrypoint)
+        if not found:
+            return []
+        names = ch.options.names if ch else True
+        head = (f"How it was solved: {plural(len(found), 'distinct approach', 'distinct approaches')}"
+                + (f", the {MAX_APPROACHES} most common" if len(found) > MAX_APPROACHES else "")
+                + " (names and formatting aside):")
+        blocks = [Block(head)]
+        for i, a in enumerate(found[:MAX_APPROACHES], start=1):
+            credit = f", first by {a.first.player}" if names else ""
+            blocks.append(Block(f"{i}. {plural(a.count, 'player')}{credit}"))
+            blocks.append(Block(example_text(a.first.code), code=True, lang="python"))
+        return blocks
 
     async def enabled_channels(self, platform: str, workspace: str) -> list[Channel]:
         """One workspace's enabled quiz channels (an adapter's overview page, e.g. Slack's App Home)."""
@@ -734,12 +812,17 @@ class QuizService:
         first = ""
         if solvers:
             first = (await self.store.players.names([solvers[0]])).get(solvers[0], "")
+        hints, hinted = await self.store.stats.round_hints(round_id)
         return {"answers": counts.answers, "players": counts.players, "pending": counts.pending,
-                "solvers": len(solvers), "first": first}
+                "solvers": len(solvers), "first": first, "hints": hints, "hinted_players": hinted}
 
     def playable(self, item: Item) -> bool:
         """Whether one configured runner can grade it (a choice item needs none)."""
         return item.kind == "choice" or self.pool.can_grade(item_needs(item))
+
+    async def set_options(self, ch: Channel, options: ChannelOptions) -> None:
+        async with self.db.transaction():
+            await self.store.channels.set_options(ch.id, options)
 
     async def set_schedule(self, ch: Channel, schedule: Schedule) -> Channel:
         """Change the schedule. An open round keeps its announced end; new posting times apply from

@@ -132,6 +132,11 @@ class QuizGroup(app_commands.Group):
     async def me(self, interaction: discord.Interaction) -> None:
         await self.adapter.run_command(interaction, "me")
 
+    @app_commands.command(description="The open round's next hint, privately (each costs a share of the points)")
+    @app_commands.describe(reveal="true reveals the next hint; without it you see what it would cost")
+    async def hint(self, interaction: discord.Interaction, reveal: bool = False) -> None:
+        await self.adapter.run_command(interaction, f"hint{' reveal' if reveal else ''}")
+
     @app_commands.command(description="Start the quiz in this channel (moderators)")
     async def enable(self, interaction: discord.Interaction) -> None:
         await self.adapter.run_command(interaction, "enable")
@@ -144,6 +149,12 @@ class QuizGroup(app_commands.Group):
     @app_commands.describe(settings="e.g. 09:30 Europe/Berlin mon-fri 8h en")
     async def schedule(self, interaction: discord.Interaction, settings: str | None = None) -> None:
         await self.adapter.run_command(interaction, f"schedule {settings or ''}")
+
+    @app_commands.command(description="Show or change the channel's settings (moderators change)")
+    @app_commands.describe(names="credit the first solver of each approach shown when a round closes")
+    async def settings(self, interaction: discord.Interaction, names: bool | None = None) -> None:
+        value = "" if names is None else f" names={'on' if names else 'off'}"
+        await self.adapter.run_command(interaction, f"settings{value}")
 
     @app_commands.command(description="Topic weeks: list, add or cancel (moderators change)")
     @app_commands.describe(action="list, add or cancel", topic="chapter or section for add; week id for cancel",

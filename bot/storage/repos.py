@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 import aiosqlite
 
 from ..core.clock import iso, parse_iso
-from ..core.models import Actor, Answer, Channel, ChannelRef, Message, Round, Schedule, TopicWeek
+from ..core.models import Actor, Answer, Channel, ChannelOptions, ChannelRef, Message, Round, Schedule, TopicWeek
 from .db import Database
 from .stats import Stats
 
@@ -32,6 +32,7 @@ def _channel(row: aiosqlite.Row) -> Channel:
     return Channel(
         id=row["id"], ref=ChannelRef(row["platform"], row["workspace"], row["channel"], row["name"]),
         enabled=bool(row["enabled"]), schedule=_schedule(row), scoring=json.loads(row["scoring"] or "{}"),
+        options=ChannelOptions.from_json(json.loads(row["options"] or "{}")),
         schedule_since=parse_iso(row["schedule_since"]) if row["schedule_since"] else None,
     )
 
@@ -126,6 +127,11 @@ class Channels:
             " ramp = ?, schedule_since = COALESCE(?, schedule_since) WHERE id = ?",
             (s.post_time.strftime("%H:%M"), s.timezone, ",".join(map(str, s.weekdays)), s.duration_min,
              s.language, int(s.ramp), iso(since) if since else None, channel_id))
+
+    async def set_options(self, channel_id: int, options: ChannelOptions) -> None:
+        self.forget()
+        await self.db.conn.execute("UPDATE channels SET options = ? WHERE id = ?",
+                                   (json.dumps(options.to_json()), channel_id))
 
     async def enabled(self) -> list[Channel]:
         return [_channel(r) for r in await self.db.fetchall("SELECT * FROM channels WHERE enabled = 1 ORDER BY id")]
@@ -441,14 +447,14 @@ class Answers:
         return cur.rowcount
 
     FINISH = ("UPDATE answers SET state = ?, verdict = ?, fraction = ?, passed_cases = ?, total_cases = ?,"
-              " message = ?, result_json = ?, graded_at = ? WHERE id = ? AND state = 'grading'")
+              " message = ?, result_json = ?, graded_at = ?, mistake = ? WHERE id = ? AND state = 'grading'")
 
     @staticmethod
     def finish_params(answer_id: int, *, state: str, verdict: str | None, fraction: float | None,
                       passed_cases: int | None, total_cases: int | None, message: str,
-                      result: dict[str, Any] | None, now: datetime) -> tuple[Any, ...]:
+                      result: dict[str, Any] | None, now: datetime, mistake: int | None = None) -> tuple[Any, ...]:
         return (state, verdict, fraction, passed_cases, total_cases, message,
-                json.dumps(result) if result is not None else None, iso(now), answer_id)
+                json.dumps(result) if result is not None else None, iso(now), mistake, answer_id)
 
     async def finish(self, answer_id: int, *, state: str, verdict: str | None, fraction: float | None,
                      passed_cases: int | None, total_cases: int | None, message: str,
@@ -670,6 +676,38 @@ class Outbox:
         await self.db.conn.execute("UPDATE outbox SET delivered_at = ? WHERE id = ?", (iso(now), outbox_id))
 
 
+class Hints:
+    """Hints players revealed, one row each; their recorded costs scale the round's points."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def costs(self, round_id: int, player_id: int) -> list[float]:
+        """The cost (percent) of each hint the player revealed in the round, in order."""
+        rows = await self.db.fetchall("SELECT cost_pct FROM hints WHERE round_id = ? AND player_id = ? ORDER BY n",
+                                      (round_id, player_id))
+        return [float(r[0]) for r in rows]
+
+    async def costs_in_round(self, round_id: int, player_ids: Sequence[int]) -> dict[int, list[float]]:
+        out: dict[int, list[float]] = {}
+        ids = list(player_ids)
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            rows = await self.db.fetchall(
+                f"SELECT player_id, cost_pct FROM hints WHERE round_id = ? AND player_id IN ({','.join('?' * len(chunk))})"
+                " ORDER BY player_id, n", (round_id, *chunk))
+            for r in rows:
+                out.setdefault(r[0], []).append(float(r[1]))
+        return out
+
+    async def add(self, round_id: int, player_id: int, n: int, cost_pct: float, now: datetime) -> bool:
+        """Record hint `n`; False when it was already revealed (a double click counts once)."""
+        cur = await self.db.conn.execute(
+            "INSERT OR IGNORE INTO hints (round_id, player_id, n, cost_pct, revealed_at) VALUES (?, ?, ?, ?, ?)",
+            (round_id, player_id, n, cost_pct, iso(now)))
+        return cur.rowcount == 1
+
+
 class Store:
     """All repositories over one database."""
 
@@ -681,5 +719,6 @@ class Store:
         self.rounds = Rounds(db)
         self.answers = Answers(db)
         self.scores = Scores(db)
+        self.hints = Hints(db)
         self.outbox = Outbox(db)
         self.stats = Stats(db)

@@ -79,6 +79,14 @@ class RoundCounts(NamedTuple):
     pending: int
 
 
+class RoundSolve(NamedTuple):
+    """A player's first passing answer of a round: its id (submission order), who, the code."""
+
+    answer_id: int
+    player: str
+    content: str
+
+
 class ExportRow(NamedTuple):
     """One scored answer with its round, player and grade (`Stats.export_rows`)."""
 
@@ -222,6 +230,20 @@ class Stats:
             "SELECT COUNT(*), COUNT(DISTINCT player_id), SUM(state IN ('queued', 'grading')) FROM answers"
             " WHERE round_id = ? AND state != 'void'", (round_id,))
         return RoundCounts(int(row[0] or 0), int(row[1] or 0), int(row[2] or 0))
+
+    async def round_solves(self, round_id: int) -> list[RoundSolve]:
+        """Each solver's first passing answer, in submission order (the solved score rows)."""
+        rows = await self.db.fetchall(
+            "SELECT s.answer_id, p.name, a.content FROM scores AS s JOIN answers AS a ON a.id = s.answer_id"
+            " JOIN players AS p ON p.id = s.player_id WHERE s.round_id = ? AND s.solved = 1 ORDER BY s.answer_id",
+            (round_id,))
+        return [RoundSolve(int(r[0]), str(r[1]), str(r[2])) for r in rows]
+
+    async def round_hints(self, round_id: int) -> tuple[int, int]:
+        """Hints revealed in a round, and by how many players."""
+        row = await self.db.fetchrow("SELECT COUNT(*), COUNT(DISTINCT player_id) FROM hints WHERE round_id = ?",
+                                     (round_id,))
+        return int(row[0] or 0), int(row[1] or 0)
 
     async def round_solvers(self, round_id: int) -> list[int]:
         """Player ids of the round's solved score rows, in submission order (one per solved answer)."""

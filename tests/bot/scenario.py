@@ -8,6 +8,7 @@ as the console: the rules live in the core, so no adapter may change a score.
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -16,16 +17,25 @@ from bot.core.leaderboards import leaderboard
 from bot.core.service import QuizService
 from bot.platforms.console import run_console
 
-from .helpers import FakeRunner, MiniBank, choice_item, code_item, output_item
+from questionbank.model import WrongAnswer
+
+from .helpers import FakeRunner, MiniBank, T, choice_item, code_item, output_item
 
 START = datetime(2025, 1, 6, 6, 0, tzinfo=UTC)
 RIGHT = "```python\ndef solve(x):\n    return x * 2\n```"
 WRONG_FORM = "def solve(x):\n    return x\n"  # what a player types into a form: no fences
 
 
+# c1 teaches: two hints, and the hint for the mistake of WRONG_FORM
+HINTS = (T("Look at what the example's output is compared with its input.", "对比示例的输入和输出。"),
+         T("Every element is doubled.", "每个元素都乘以二。"))
+FORGOT = WrongAnswer(code=WRONG_FORM, why="returns the input", hint=T(
+    "You returned the input unchanged: the function must compute something from it.", "你原样返回了输入。"))
+
+
 def scenario_bank() -> MiniBank:
-    return MiniBank.of(code_item("c1", difficulty=2), code_item("c2", difficulty=1),
-                       choice_item("q1", correct=("B",)), output_item("o1"))
+    return MiniBank.of(replace(code_item("c1", difficulty=2), hints=HINTS, wrong=(FORGOT,)),
+                       code_item("c2", difficulty=1), choice_item("q1", correct=("B",)), output_item("o1"))
 
 
 async def board_of(svc: QuizService, where: ChannelRef) -> dict[str, float]:

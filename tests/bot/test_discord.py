@@ -612,3 +612,35 @@ async def test_a_channel_the_bot_may_not_post_in_does_not_hold_up_the_others(bot
     world.channel.send.side_effect = lambda content=None, **kw: world._posted(world.channel, {"content": content, **kw})
     await bot.svc.deliver()
     assert world.in_(world.channel)[-1]["embed"].title.startswith("Round #1 closed")
+
+
+# ------------------------------------------------------------------------------------ learning loop
+
+async def test_hints_and_named_mistakes_reach_the_player_privately(bot: Bot) -> None:
+    """`/quiz hint` answers on the interaction, ephemeral; a wrong answer that is a known mistake
+    carries that mistake's hint in its result."""
+    await bot.slash(MOD, "enable")
+    await bot.slash(MOD, "post", item="c1")
+    assert "Stuck? `/quiz hint`" in bot.world.in_(bot.world.channel)[0]["embed"].description
+    thread = bot.thread()
+    preview = await bot.slash(ALICE, "hint")
+    call = preview.response.send_message.call_args
+    assert call.kwargs["ephemeral"] is True and "Hint 1 costs 20% of this round's points" in sent_text(call)
+    shown = await bot.slash(ALICE, "hint", reveal=True)
+    call = shown.response.send_message.call_args
+    assert call.kwargs["ephemeral"] is True and "Look at what the example's output" in sent_text(call)
+    assert "Hint 1 of 2" in sent_text(call)
+    assert await count(bot, "hints") == 1
+
+    await bot.say(BOB, "```python\n" + WRONG_FORM + "```", thread)
+    await bot.settle()
+    result = next(p for p in bot.world.in_(thread) if "<@3>" in (p.get("content") or ""))
+    assert "This looks like a known mistake: You returned the input unchanged" in result["embed"].description
+
+
+async def test_every_core_command_has_a_slash_command(bot: Bot) -> None:
+    """A command the core adds must be reachable on Discord too (Slack's `/quiz` takes any text)."""
+    from bot.core.commands import HELP
+
+    names = {c.name for c in bot.adapter.group.commands}
+    assert set(HELP) <= names, sorted(set(HELP) - names)

@@ -869,3 +869,25 @@ async def test_a_failed_file_upload_still_answers_the_manager(slack: Slack) -> N
     note = slack.fake.ephemerals(MOD)[-1]
     assert "Score export" in shown(note) and "Could not send: quiz-scores-all.csv" in shown(note)
     assert not slack.fake.called("files.completeUploadExternal")
+
+
+# ------------------------------------------------------------------------------------ learning loop
+
+async def test_hints_are_ephemeral_and_named_mistakes_show_in_the_result(slack: Slack) -> None:
+    await slack.slash(MOD, "enable")
+    await slack.slash(MOD, "post c1")
+    await slack.settle()
+    post = slack.round_post()
+    assert "Stuck? `/quiz hint`" in shown(post)
+    await slack.slash(ALICE, "hint")
+    assert "Hint 1 costs 20% of this round's points" in shown(slack.fake.ephemerals(ALICE)[-1])
+    await slack.slash(ALICE, "hint reveal")
+    revealed = slack.fake.ephemerals(ALICE)[-1]
+    assert revealed["channel"] == CHANNEL and "Look at what the example's output" in shown(revealed)
+    assert not any("Look at what the example's output" in shown(p) for p in slack.fake.posts(channel=CHANNEL))
+
+    await slack.say(BOB, WRONG_FORM if WRONG_FORM.startswith("```") else "```" + WRONG_FORM + "```",
+                    thread=post["ts"])
+    await slack.settle()
+    result = [p for p in slack.fake.posts(thread=post["ts"]) if "answer #" in p["text"]][-1]
+    assert "This looks like a known mistake: You returned the input unchanged" in shown(result)

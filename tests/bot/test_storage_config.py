@@ -74,7 +74,7 @@ async def test_unique_keys(tmp_path):
 def test_config_reports_every_problem_with_its_path(monkeypatch):
     monkeypatch.delenv("NOPE_TOKEN", raising=False)
     raw = {"database": {"path": 3}, "schedule": {"timezone": "Mars/Base", "days": "funday", "duration": "forever"},
-           "scoring": {"first_bonus": "x", "bogus": 1, "channels": {"d:g:c": {"streak_cap": -1}}},
+           "scoring": {"first_bonus": "x", "bogus": 1, "hint_cost": 120, "channels": {"d:g:c": {"streak_cap": -1}}},
            "discord": {"enabled": True, "token_env": "NOPE_TOKEN"}, "runners": {"remote": [{"url": "ftp://x"}]},
            "roles": {"moderators": "alice"}, "extra": 1}
     with pytest.raises(ConfigError) as exc:
@@ -85,6 +85,7 @@ def test_config_reports_every_problem_with_its_path(monkeypatch):
                  "runners.remote[0].url", "roles.moderators", "extra"):
         assert path in text, path
     assert text.count("scoring.bogus") == 1
+    assert "hint_cost: expected a percent from 0 to 100" in text
 
 
 def test_example_config_loads_and_secrets_come_from_env(monkeypatch, tmp_path):

@@ -179,7 +179,8 @@ async def test_check_command_through_a_runner_url(runner_client: Any, broken_fil
     out = io.StringIO()
     code = await run_check([str(good)], runner_url=runner_client.url, token=runner_client.token, out=out)
     assert code == 0, out.getvalue()
-    assert out.getvalue().splitlines()[-1].startswith("check: ok: 2 items (1 code, 1 output), 13 runner jobs, 0 errors")
+    assert out.getvalue().splitlines()[-1].startswith(
+        "check: ok: 2 items (1 code, 1 output), 13 runner jobs, 1 of 1 wrong answers recognised, 0 errors")
 
     out = io.StringIO()
     monkeypatch.setenv("RUNNER_TOKEN", runner_client.token)
@@ -230,6 +231,33 @@ class AlwaysPasses:
 class Unreachable:
     async def grade(self, job: dict[str, Any]) -> dict[str, Any]:
         raise ConnectionError("no route to the runner")
+
+
+async def test_known_mistakes_are_recognised_and_twins_or_real_outputs_are_findings(
+        runner_client: Any, tmp_path: Path) -> None:
+    """Each wrong answer, sent as a player's, must be named as itself: two that the cases cannot
+    tell apart are a warning (the second one's hint is never shown); a listed wrong output that
+    is what the snippet prints is an error."""
+    path = tmp_path / "mistakes.yaml"
+    path.write_text("items:\n" + code_item(
+        "twin-mistakes", setup=SETUP, reference=DOUBLE,
+        wrong=[("adds one", "def solve(x):\n    return x + 1\n"),
+               ("adds one again", "def solve(x):\n    return torch.add(x, 1)\n"),
+               ("triples", "def solve(x):\n    return x * 3\n")])
+        + output_item("real-output-listed", "import torch\nprint(torch.ones(2).shape)\n")
+        + "    wrong_outputs:\n"
+          "      - {output: 'torch.Size([2])', hint: {zh: 提示, en: hint}}\n"
+          "      - {output: '(2,)', hint: {zh: 提示, en: a plain tuple}}\n", encoding="utf-8")
+    items, problems = load_items([path], outline=StubOutline())
+    assert problems == [], [str(p) for p in problems]
+    report = await check_items(items, runner_client)
+    assert (report.known_mistakes, report.recognised) == (3, 2)
+    [twin] = [f for f in report.for_item("twin-mistakes") if f.severity == "warning"]
+    assert twin.message.startswith("wrong answer 2 behaves exactly like wrong answer 1 on every case")
+    assert twin.location == f"{items[0].source_file}:{items[0].wrong[1].line}"
+    assert [f.message for f in report.for_item("real-output-listed")] == [
+        "wrong output 1 is what the snippet really prints"]
+    assert "2 of 3 wrong answers recognised" in report.summary()
 
 
 async def test_everything_passing_flags_every_wrong_starter_and_dumb_answer(broken_items: list[Item]) -> None:
