@@ -30,6 +30,7 @@ ITEMS_DIR = PACKAGE_DIR / "items"
 SCHEMA_PATH = PACKAGE_DIR / "schema.json"
 
 # Fields that hold Python source: checked with ast, their syntax errors located in the YAML.
+MIN_HINTED_DIFFICULTY = 3
 SOURCE_FIELDS = ("starter", "setup", "reference", "probe", "snippet")
 
 Path_ = tuple[Any, ...]  # a path into the parsed YAML: ("items", 0, "title", "en")
@@ -564,6 +565,7 @@ class _FileLoader:
                 report(base + ("requires",), message)
                 schema_ok = False
         self.check_choice(raw, base, report)
+        self.check_teaching(raw, base, report)
         if not schema_ok:
             return None
         return self.build(raw, base)
@@ -635,6 +637,21 @@ class _FileLoader:
         if _SUBSECTION_FILE.match(stem) and ids and all(isinstance(q, str) for q in ids):
             if not any(q.startswith(stem + ".") for q in ids):
                 report(base + ("outline",), f"none of its outline ids is in subsection {stem}, the subsection this file is for")
+
+    def check_teaching(self, raw: dict, base: Path_, report: Report) -> None:
+        """What the learning loop needs: hints on items of difficulty 3 or more (players stuck on
+        hard ones get a way forward), a player-facing hint on every known mistake (a player whose
+        answer behaves like it is told what it is)."""
+        difficulty = raw.get("difficulty")
+        if type(difficulty) is int and MIN_HINTED_DIFFICULTY <= difficulty <= 5 and "hints" not in raw:
+            report(base + ("difficulty",), f"items of difficulty {MIN_HINTED_DIFFICULTY} or more need `hints` "
+                                           "(one or two, zh and en) for /quiz hint")
+        wrong = raw.get("wrong")
+        if raw.get("kind") == "code" and isinstance(wrong, list):
+            for i, entry in enumerate(wrong):
+                if isinstance(entry, dict) and "hint" not in entry:
+                    report(base + ("wrong", i), f"wrong answer {i + 1} needs a `hint` (zh and en): what a player "
+                                                "whose answer behaves like it is told")
 
     def check_choice(self, raw: dict, base: Path_, report: Report) -> None:
         options, correct = raw.get("options"), raw.get("correct")

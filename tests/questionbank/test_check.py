@@ -32,7 +32,8 @@ def code_item(item_id: str, *, setup: str, reference: str, wrong: list[tuple[str
         return textwrap.indent(textwrap.dedent(source).strip("\n") + "\n", " " * indent)
 
     starter = starter or "def solve(x):\n    raise NotImplementedError"
-    wrong_yaml = "".join(f"      - why: {why}\n        code: |\n{block(code, 10)}" for why, code in wrong)
+    wrong_yaml = "".join(f"      - why: {why}\n        hint: {{zh: 提示, en: 'Hint: {why}'}}\n        code: |\n{block(code, 10)}"
+                         for why, code in wrong)
     if solutions is None:  # every code item keeps another correct solution; [] leaves it out
         solutions = [("torch.mul", "def solve(x):\n    return torch.mul(x, 2)\n")]
     solutions_yaml = "".join(f"      - idea: {idea}\n        code: |\n{block(code, 10)}" for idea, code in solutions)

@@ -140,6 +140,8 @@ def test_malformed_file_reports_every_problem_with_its_line(tmp_path: Path) -> N
         f"{f}:10: item 'Bad Id': explanation.en is empty",
         f"{f}:15: item 'Bad Id': setup does not define a function make_cases()",
         f"{f}:18: item 'Bad Id': reference does not define the entrypoint 'solve'",
+        f"{f}:22: item 'Bad Id': wrong answer 1 needs a `hint` (zh and en): what a player whose answer behaves "
+        "like it is told",
         # the syntax error is reported on its own line inside the block, not at `code: |`
         f"{f}:25: item 'Bad Id': wrong[1].code has a Python syntax error: invalid syntax",
         f"{f}:26: item 'Bad Id': 'snippet' does not belong on code items; remove it",
@@ -215,6 +217,7 @@ def test_code_item_source_checks(tmp_path: Path) -> None:
                   return {}
             wrong:
               - why: forgets the entrypoint
+                hint: {zh: 函数名不对, en: The function has another name}
                 code: |
                   def solution(x):
                       return x
