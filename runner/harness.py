@@ -272,8 +272,17 @@ def run_case(fn: Callable[..., Any], case: dict[str, Any], probe_fn: Callable[..
         return "obs", (probe_fn(result, args, kwargs, fn) if probe_fn else {"result": result})
     except BaseException as e:  # noqa: BLE001 - the probe raised on this result
         return "error", {"type": type(e).__name__,
-                         "message": f"checking your result raised {type(e).__name__}: {str(e)[:300]}",
+                         "message": f"checking your result raised {type(e).__name__}: {_probe_message(e)}",
                          "traceback": "", "in_probe": True}
+
+
+def _probe_message(e: BaseException) -> str:
+    """What a probe's exception says, unless it quotes a tensor: the probe works on the hidden
+    case's inputs, and a KeyError or assertion that prints one would hand the player its values."""
+    text = str(e)[:300]
+    if "tensor(" in text or "Parameter containing" in text or "[[" in text:
+        return "(its message quotes the hidden case's values, so it is not shown)"
+    return text
 
 
 def _restorer(snapshot: TorchSnapshot, header: dict[str, Any]) -> Callable[[], None]:

@@ -99,3 +99,19 @@ def test_the_job_and_the_result_carry_mistakes_strictly() -> None:
             Result.from_json(dict(failed, mistake=bad_mistake))
     with pytest.raises(ProtocolError, match="mistake"):
         Result.from_json({"verdict": "passed", "passed_cases": 1, "total_cases": 1, "cases": [], "mistake": 0})
+
+
+async def test_a_probe_error_never_quotes_the_hidden_values(runner_client: RunnerClient) -> None:
+    """A probe that raises on the player's result (here a KeyError keyed by a hidden tensor)
+    says what was raised, without the tensor it would print."""
+    probe = ("def probe(result, args, kwargs, call):\n"
+             "    table = {}\n"
+             "    if result.shape != args[0].t().shape:\n"
+             "        return table[args[0]]\n"
+             "    return {'result': result}\n")
+    r = await runner_client.grade(job("def solve(x):\n    return x.clone()\n", probe=probe))
+    assert r["verdict"] == "error", r
+    shown = r["message"] + " ".join(c["message"] for c in r["cases"])
+    assert "checking your result raised KeyError" in shown and "tensor(" not in shown, shown
+    assert "quotes the hidden case's values" in shown
+    assert (await runner_client.grade(job(CORRECT, probe=probe)))["verdict"] == "passed"
