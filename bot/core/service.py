@@ -452,12 +452,10 @@ class QuizService:
         Stored as queued before anything else; the result follows through the sink. `round_id`
         is the round a form or button was made for: an answer meant for a round that has
         closed since is refused rather than counted against the next question."""
-        ch = await self.store.channels.by_ref(where)
-        if ch is None or not ch.enabled:
-            return [error(NOT_ENABLED)]
-        rnd = await self.store.rounds.open_in(ch.id)
-        if rnd is None or rnd.item_id is None:
-            return [error(await self._no_round_text(ch))]
+        found = await self._open_round(where)
+        if isinstance(found, Message):
+            return [found]
+        ch, rnd = found
         if round_id is not None and round_id != rnd.id:
             old = await self.store.rounds.get(round_id)
             return [error(f"Round {old.label if old else '#' + str(round_id)} has closed; your answer was not counted. "
@@ -491,17 +489,25 @@ class QuizService:
                         blocks=[Block(f"Answer #{aid} received ({what}); grading it now.")],
                         data={"answer_id": aid, "round_id": rnd.id})]
 
+    async def _open_round(self, where: ChannelRef) -> tuple[Channel, Round] | Message:
+        """The channel and its open round, or the refusal a player gets when there is none."""
+        ch = await self.store.channels.by_ref(where)
+        if ch is None or not ch.enabled:
+            return error(NOT_ENABLED)
+        rnd = await self.store.rounds.open_in(ch.id)
+        if rnd is None or rnd.item_id is None:
+            return error(await self._no_round_text(ch))
+        return ch, rnd
+
     async def hint(self, actor: Actor, where: ChannelRef, *, reveal: bool) -> list[Message]:
         """The open round's next hint, privately. Without `reveal` it says what the next one
         costs (and shows the ones already revealed, free); with it, the hint is recorded with
         the channel's cost and the player's attempts are rescored. A solver needs none."""
-        ch = await self.store.channels.by_ref(where)
-        if ch is None or not ch.enabled:
-            return [error(NOT_ENABLED)]
-        rnd = await self.store.rounds.open_in(ch.id)
-        if rnd is None or rnd.item_id is None:
-            return [error(await self._no_round_text(ch))]
-        item = self.bank.items.get(rnd.item_id)
+        found = await self._open_round(where)
+        if isinstance(found, Message):
+            return [found]
+        ch, rnd = found
+        item = self.bank.items.get(rnd.item_id or "")
         if item is None or not item.hints:
             return [info("This question has no hints: read the prompt and the example again, and try a small case "
                          "by hand.", ephemeral=True)]
