@@ -27,7 +27,9 @@ def slack_cut(msg: Message) -> bool:
 
 async def test_every_item_posts_and_closes_uncut_in_both_languages(make: Any) -> None:
     bank = load_bank()
-    h = await make(bank=bank, runner=FakeRunner(cuda=True))  # a GPU runner: every item may be posted
+    # a GPU runner with every feature and enough ranks: every item may be posted
+    h = await make(bank=bank, runner=FakeRunner(cuda=True, capabilities={"ranks": 16, "features": ["onnx", "inductor"]}))
+    await h.svc.pool.refresh()
     await h.cmd(MOD, "enable")
     seen: dict[tuple[str, str], int] = {}
     cut: list[str] = []
