@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import aiohttp
+
 SETUP = """
 def make_cases():
     cases = [{'args': (torch.randn(3, 4),), 'name': 'small', 'example': True}]
@@ -26,3 +28,13 @@ def hostile(body: str, **over: Any) -> dict[str, Any]:
     """A submission whose `solve` runs `body` first and would otherwise be correct."""
     indented = "\n".join("    " + line for line in body.strip().splitlines())
     return job(f"import os, sys, time, signal, socket, threading\n\ndef solve(x):\n{indented}\n    return x.t()\n", **over)
+
+
+async def metric(client: Any, name: str) -> float:
+    """One counter from the runner's /metrics."""
+    async with aiohttp.ClientSession() as s:
+        async with s.get(client.url + "/metrics") as resp:
+            for line in (await resp.text()).splitlines():
+                if line.startswith(name + " "):
+                    return float(line.split()[1])
+    raise AssertionError(f"no metric {name}")

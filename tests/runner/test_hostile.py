@@ -7,22 +7,15 @@ from __future__ import annotations
 import asyncio
 import os
 
-import aiohttp
 import pytest
 
 from runner.client import RunnerClient
 from tests.runner.jobs import CORRECT, hostile, job
+from tests.runner.jobs import metric as _metric
 
 pytestmark = pytest.mark.asyncio
 
 
-async def _metric(client: RunnerClient, name: str) -> float:
-    async with aiohttp.ClientSession() as s:
-        async with s.get(client.url + "/metrics") as resp:
-            for line in (await resp.text()).splitlines():
-                if line.startswith(name + " "):
-                    return float(line.split()[1])
-    raise AssertionError(f"no metric {name}")
 
 
 async def grade_then_recover(client: RunnerClient, j: dict) -> dict:

@@ -3,12 +3,12 @@ answers on every case is told which (`mistake`), through the real sandboxed runn
 feedback only: the verdict and the score are the same with or without it."""
 from __future__ import annotations
 
-import aiohttp
 import pytest
 
 from runner.client import RunnerClient
 from runner.protocol import Job, JobError, ProtocolError, Result
 from tests.runner.jobs import CORRECT, job
+from tests.runner.jobs import metric as _metric
 
 
 IDENTITY = "def solve(x):\n    return x\n"               # forgot to transpose
@@ -17,13 +17,6 @@ RAISES = "def solve(x):\n    raise ValueError('rows and columns are the same thi
 MISTAKES = [IDENTITY, DOUBLED, RAISES]
 
 
-async def _metric(client: RunnerClient, name: str) -> float:
-    async with aiohttp.ClientSession() as s:
-        async with s.get(client.url + "/metrics") as resp:
-            for line in (await resp.text()).splitlines():
-                if line.startswith(name + " "):
-                    return float(line.split()[1])
-    raise AssertionError(f"no metric {name}")
 
 
 async def test_a_failing_answer_written_another_way_is_told_its_mistake(runner_client: RunnerClient) -> None:
