@@ -161,7 +161,9 @@ class CommandRouter:
         if ch is None:
             return self._not_enabled()
         pid = await self.svc.store.players.find(ctx.actor.platform, ctx.actor.user_id)
-        card = await player_card(self.svc.store, ch, pid, self.svc.clock.now()) if pid else None
+        now = self.svc.clock.now()
+        card = (await player_card(self.svc.store, ch, pid, now, freezes_per_week=self.svc.rules_for(ch).streak_freezes,
+                                  today=local_date(ch.schedule, now)) if pid else None)
         if card is None:
             return [info("You have not answered in this channel yet. Answer the open round to get on the board!",
                          ephemeral=True)]

@@ -206,6 +206,8 @@ class PlayerCard:
     rank: int | None
     strongest: list[tuple[int, float]]  # (chapter, solve rate)
     weakest: list[tuple[int, float]]
+    freezes_left: int = 0  # missed rounds this week that would not end the streak
+    freezes_per_week: int = 0
 
 
 @dataclass

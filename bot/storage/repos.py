@@ -341,13 +341,14 @@ class Rounds:
         self.forget()
         await self.db.conn.execute("UPDATE rounds SET message_ref = ? WHERE id = ?", (ref, round_id))
 
-    async def played_before(self, channel_id: int, opened_at: datetime, limit: int) -> list[int]:
-        """Ids of the channel's earlier played rounds, newest first (the streak looks back along them)."""
+    async def played_before(self, channel_id: int, opened_at: datetime, limit: int) -> list[tuple[int, date]]:
+        """The channel's earlier played rounds (id, local date), newest first (the streak looks
+        back along them)."""
         rows = await self.db.fetchall(
-            "SELECT id FROM rounds WHERE channel_id = ? AND opened_at < ? AND status != 'skipped'"
+            "SELECT id, local_date FROM rounds WHERE channel_id = ? AND opened_at < ? AND status != 'skipped'"
             " AND item_id IS NOT NULL ORDER BY opened_at DESC, id DESC LIMIT ?",
             (channel_id, iso(opened_at), limit))
-        return [r[0] for r in rows]
+        return [(r[0], date.fromisoformat(r[1])) for r in rows]
 
     async def played_after(self, channel_id: int, opened_at: datetime) -> list[Round]:
         rows = await self.db.fetchall(

@@ -32,6 +32,7 @@ class StreakRound(NamedTuple):
     round_id: int
     status: str
     solved: bool
+    local_date: date
 
 
 class ChapterRecord(NamedTuple):
@@ -162,10 +163,10 @@ class Stats:
         whether the player solved it."""
         rows = await self.db.fetchall(
             "SELECT r.id, r.status, EXISTS (SELECT 1 FROM scores s WHERE s.round_id = r.id AND s.player_id = ?"
-            " AND s.solved = 1) FROM rounds r WHERE r.channel_id = ? AND r.status != 'skipped'"
+            " AND s.solved = 1), r.local_date FROM rounds r WHERE r.channel_id = ? AND r.status != 'skipped'"
             " AND r.item_id IS NOT NULL ORDER BY r.opened_at DESC, r.id DESC LIMIT ?",
             (player_id, channel_id, limit))
-        return [StreakRound(r[0], r[1], bool(r[2])) for r in rows]
+        return [StreakRound(r[0], r[1], bool(r[2]), date.fromisoformat(r[3])) for r in rows]
 
     async def player_chapters(self, channel_id: int, player_id: int) -> list[ChapterRecord]:
         rows = await self.db.fetchall(
