@@ -38,9 +38,17 @@ Handler = Callable[["CommandRouter", Ctx], Awaitable[list[Message]]]
 HELP = {
     "help": ("player", "help", "this list"),
     "answer": ("player", "answer <code or text>", "answer the open round (a ```python block, output text or option keys)"),
-    "leaderboard": ("player", "leaderboard [round|week|topic|month|all]", "standings (default: week)"),
+    "leaderboard": ("player", "leaderboard [round|week|topic|month|all|practice]",
+                    "standings (default: week; `practice` is the board of private practice)"),
     "me": ("player", "me", "your points, solved rounds, streak, strongest and weakest chapters"),
     "hint": ("player", "hint [reveal]", "what the open round's next hint costs; `reveal` shows it (privately)"),
+    "practice": ("player", "practice [chapter|section|item-id] | practice answer <code> | practice hint [reveal]"
+                 " | practice giveup",
+                 "a private question from the bank (one you have not solved here yet), scored on the practice "
+                 "board, never on the channel's leaderboards"),
+    "review": ("player", "review",
+               "privately, a question you failed or gave up, back after 1, 3, 7 and 21 days (a few a day); "
+               "answer it with `/quiz practice answer`"),
     "schedule": ("moderator", "schedule [HH:MM] [Area/City] [mon-fri|daily|mon,wed] [8h] [zh|en] [ramp=on|off]",
                  "show or change when rounds open and how long they stay open"),
     "settings": ("moderator", "settings [names=on|off]",
@@ -62,7 +70,7 @@ HELP = {
 # who may *change* things; reading a schedule or the week list is open to everyone
 RIGHTS: dict[str, Right] = {name: spec[0] for name, spec in HELP.items()}  # type: ignore[misc]
 PERIOD_ALIASES = {"round": "round", "today": "round", "week": "week", "topic": "topic", "month": "month",
-                  "all": "all", "alltime": "all", "all-time": "all", "total": "all"}
+                  "all": "all", "alltime": "all", "all-time": "all", "total": "all", "practice": "practice"}
 
 
 class CommandRouter:
@@ -139,6 +147,33 @@ class CommandRouter:
         if word not in ("", "reveal", "yes", "show"):
             return [error(f"Usage: /quiz {HELP['hint'][1]}")]
         return await self.svc.hint(ctx.actor, ctx.where, reveal=bool(word))
+
+    async def cmd_practice(self, ctx: Ctx) -> list[Message]:
+        word = ctx.args[0].lower() if ctx.args else ""
+        practice = self.svc.practice
+        if word == "answer":
+            rest = ctx.rest.strip()[len("answer"):].strip()
+            if not rest:
+                found = await practice.open_round(ctx.actor, ctx.where)
+                if isinstance(found, Message):
+                    return [found]
+                return [error("Paste your answer after `/quiz practice answer` (a ```python block for code).")]
+            return await self.svc.submit(ctx.actor, ctx.where, rest, explicit=True, private=True)
+        if word == "hint":
+            more = ctx.args[1].lower() if len(ctx.args) > 1 else ""
+            if more not in ("", "reveal", "yes", "show"):
+                return [error(f"Usage: /quiz {HELP['practice'][1]}")]
+            return await self.svc.hint(ctx.actor, ctx.where, reveal=bool(more), private=True)
+        if word in ("giveup", "give-up", "skip", "stop"):
+            return await practice.give_up(ctx.actor, ctx.where)
+        if len(ctx.args) > 1:
+            return [error(f"Usage: /quiz {HELP['practice'][1]}")]
+        return await practice.start(ctx.actor, ctx.where, ctx.args[0] if ctx.args else "")
+
+    async def cmd_review(self, ctx: Ctx) -> list[Message]:
+        if ctx.args:
+            return [error(f"Usage: /quiz {HELP['review'][1]} (it takes nothing more)")]
+        return await self.svc.practice.review(ctx.actor, ctx.where)
 
     async def cmd_leaderboard(self, ctx: Ctx) -> list[Message]:
         ch = await self._channel(ctx, readable_when_off=True)  # scores are kept, so they can be read

@@ -65,6 +65,9 @@ async def totals(store: Store, channel: Channel, period: str, now: datetime,
         return label, await store.stats.range_totals(channel.id, tw.start, tw.end), ""
     if period == "month":
         return f"This month ({today:%B %Y})", await store.stats.month_totals(channel.id, today.strftime("%Y-%m")), ""
+    if period == "practice":
+        return ("Practice (private questions from `/quiz practice` and `/quiz review`, all time)",
+                await store.stats.practice_totals(channel.id), "")
     return "All time", await store.stats.all_time_totals(channel.id), ""
 
 

@@ -12,8 +12,8 @@ from runner.protocol import VERDICTS, Verdict  # noqa: F401 - the one list of ve
 UNGRADED = "ungraded"
 AnswerState = Literal["queued", "grading", "graded", "abandoned", "void"]
 RoundStatus = Literal["open", "closed", "skipped"]
-Period = Literal["round", "week", "topic", "month", "all"]
-PERIODS: tuple[str, ...] = ("round", "week", "topic", "month", "all")
+Period = Literal["round", "week", "topic", "month", "all", "practice"]
+PERIODS: tuple[str, ...] = ("round", "week", "topic", "month", "all", "practice")
 WEEKDAY_NAMES = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 
 
@@ -91,6 +91,13 @@ class Channel:
     options: ChannelOptions = field(default_factory=ChannelOptions)
     # the schedule applies to posting times from this instant on (enable or last schedule change)
     schedule_since: datetime | None = None
+    # a player's private channel (practice and review rounds): its quiz channel and its player
+    parent_id: int | None = None
+    owner_id: int | None = None
+
+    @property
+    def private(self) -> bool:
+        return self.parent_id is not None
 
 
 @dataclass
@@ -138,11 +145,13 @@ class Round:
     message_ref: str | None = None
     number: int | None = None  # per channel, counting posted rounds only (what players see: "#3")
     reason: str = ""  # a day without a question: skipped | missed | nothing
+    mode: str = "daily"  # daily (the channel's round) | practice | review (a player's private round)
 
     @property
     def label(self) -> str:
-        """`#N` as players know the round."""
-        return f"#{self.number if self.number is not None else self.id}"
+        """`#N` as players know the round (`practice #N` for a private one)."""
+        n = f"#{self.number if self.number is not None else self.id}"
+        return n if self.mode == "daily" else f"{self.mode} {n}"
 
 
 @dataclass

@@ -251,3 +251,29 @@ class Stats:
         rows = await self.db.fetchall(
             "SELECT player_id FROM scores WHERE round_id = ? AND solved = 1 ORDER BY answer_id", (round_id,))
         return [r[0] for r in rows]
+
+    async def round_unsolved(self, round_id: int) -> list[int]:
+        """Players who answered a round (answers not voided) and have not solved it."""
+        rows = await self.db.fetchall(
+            "SELECT DISTINCT player_id FROM answers WHERE round_id = ? AND state != 'void' AND player_id NOT IN"
+            " (SELECT player_id FROM scores WHERE round_id = ? AND solved = 1) ORDER BY player_id",
+            (round_id, round_id))
+        return [int(r[0]) for r in rows]
+
+    # ---------------------------------------------------------------- practice
+
+    async def solved_items(self, channel_id: int, player_id: int) -> set[str]:
+        """Items the player solved in a quiz channel: its daily rounds and their own practice."""
+        rows = await self.db.fetchall(
+            "SELECT DISTINCT r.item_id FROM scores s JOIN rounds r ON r.id = s.round_id WHERE s.player_id = ?"
+            " AND s.solved = 1 AND (s.channel_id = ? OR s.channel_id IN"
+            " (SELECT id FROM channels WHERE parent_id = ? AND owner_id = ?))",
+            (player_id, channel_id, channel_id, player_id))
+        return {str(r[0]) for r in rows if r[0]}
+
+    async def practice_totals(self, channel_id: int) -> list[PlayerTotals]:
+        """Per player, their practice and review rounds under a quiz channel (the practice board)."""
+        rows = await self.db.fetchall(
+            "SELECT c.owner_id, SUM(s.points), SUM(s.solved), COUNT(*) FROM scores s"
+            " JOIN channels c ON c.id = s.channel_id WHERE c.parent_id = ? GROUP BY c.owner_id", (channel_id,))
+        return _totals(rows)
