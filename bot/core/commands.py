@@ -12,8 +12,25 @@ from dataclasses import dataclass, replace
 from datetime import date, time, timedelta
 from typing import TYPE_CHECKING
 
+from .digests import digest_when, parse_hhmm
 from .leaderboards import leaderboard, player_card, render_board, render_card
-from .models import NOT_ENABLED, PERIODS, WEEKDAY_NAMES, Actor, Attachment, Block, Channel, ChannelRef, Message, Schedule, denied, error, info
+from .models import (
+    NOT_ENABLED,
+    PERIODS,
+    WEEKDAY_NAMES,
+    Actor,
+    Attachment,
+    Block,
+    Channel,
+    ChannelOptions,
+    ChannelRef,
+    Message,
+    Schedule,
+    denied,
+    error,
+    info,
+    plural,
+)
 from .roles import Right, allowed, refusal
 from .scheduler import item_needs, local_date, week_bounds, zone
 from .summaries import CSV_NOTE, build_digest, digest_chart, export_csv, period_bounds, render_digest
@@ -65,6 +82,9 @@ HELP = {
     "close": ("moderator", "close", "close the open round now and reveal the answer"),
     "bank": ("moderator", "bank [search <words> | show <item-id> | chapter <n>]", "browse and preview the bank"),
     "summary": ("manager", "summary [week|month] [last]", "digest with a chart"),
+    "digest": ("manager", "digest [channel on|off] [dm on|off] [HH:MM] [mon..sun] [off]",
+               "the weekly digest (and the monthly one) posted by itself: in this channel and/or to you "
+               "as a direct message, at a weekday and time; without arguments, what is set"),
     "export": ("manager", "export [week|month|all] [last]", "CSV of every scored answer"),
 }
 # who may *change* things; reading a schedule or the week list is open to everyone
@@ -429,13 +449,64 @@ class CommandRouter:
         period, last, bad = _period_args(ctx.args, ("week", "month"), "week")
         if bad:
             return [error(f"Usage: /quiz {HELP['summary'][1]}")]
-        digest = await build_digest(self.svc.store, ch, period, self.svc.clock.now(), last=last)
+        digest = await build_digest(self.svc.store, ch, period, self.svc.clock.now(), last=last, bank=self.svc.bank)
         chart = digest_chart(digest)
         fname = f"quiz-{period}-{digest.start}.png"
         return [Message(kind="summary", title=f"{'Weekly' if period == 'week' else 'Monthly'} summary",
                         blocks=[Block(render_digest(digest))], ephemeral=True,
                         files=[Attachment(fname, chart, "image/png")],
                         data={"period": period, "start": digest.start.isoformat(), "end": digest.end.isoformat()})]
+
+    async def cmd_digest(self, ctx: Ctx) -> list[Message]:
+        ch = await self._channel(ctx)
+        if ch is None:
+            return self._not_enabled()
+        opts = ch.options
+        was_on = opts.digest_on
+        args = [a.lower() for a in ctx.args]
+        usage = error(f"Usage: /quiz {HELP['digest'][1]}")
+        i = 0
+        while i < len(args):
+            a = args[i]
+            if a in ("channel", "dm") and i + 1 < len(args) and args[i + 1] in ("on", "off"):
+                on = args[i + 1] == "on"
+                if a == "channel":
+                    opts = replace(opts, digest_channel=on)
+                else:
+                    dms = tuple(u for u in opts.digest_dms if u != ctx.actor.user_id)
+                    opts = replace(opts, digest_dms=dms + ((ctx.actor.user_id,) if on else ()))
+                i += 2
+                continue
+            if a == "off":
+                opts = replace(opts, digest_channel=False, digest_dms=())
+            elif a[:3] in WEEKDAY_NAMES:
+                opts = replace(opts, digest_weekday=WEEKDAY_NAMES.index(a[:3]))
+            elif re.fullmatch(r"\d{1,2}:\d{2}", a) and parse_hhmm(a) is not None:
+                opts = replace(opts, digest_time=f"{parse_hhmm(a):%H:%M}")
+            else:
+                return [usage]
+            i += 1
+        if opts.digest_on and not was_on:  # from now on: no digest that was due before is posted
+            opts = replace(opts, digest_since=self.svc.clock.now().isoformat())
+        if opts != ch.options:
+            await self.svc.set_options(ch, opts)
+        return [info(self._digest_text(ch, opts, ctx.actor.user_id), title="Digest", ephemeral=True)]
+
+    def _digest_text(self, ch: Channel, opts: ChannelOptions, actor_id: str) -> str:
+        weekday, at = digest_when(replace(ch, options=opts), self.svc.settings.learning.digest)
+        if not opts.digest_on:
+            return ("The digest does not post itself in this channel. `/quiz digest channel on` posts it here, "
+                    "`/quiz digest dm on` sends it to you; `/quiz summary` shows it any time.")
+        where = []
+        if opts.digest_channel:
+            where.append("in this channel")
+        if opts.digest_dms:
+            where.append(f"as a direct message to {plural(len(opts.digest_dms), 'manager')}"
+                         + (" (you among them)" if actor_id in opts.digest_dms else ""))
+        return (f"The weekly digest of the week before posts itself every {WEEKDAY_NAMES[weekday]} at "
+                f"{at:%H:%M} ({ch.schedule.timezone}), and the monthly one on the first posting day of each "
+                f"month at the same time: {' and '.join(where)}. With participation, points and movers, "
+                "mastery per section, the most common mistakes, and the chart.")
 
     async def cmd_export(self, ctx: Ctx) -> list[Message]:
         ch = await self._channel(ctx)

@@ -28,9 +28,10 @@ from ..storage.repos import Store
 from .answers import AnswerRejected, looks_like_answer, parse_answer
 from .approaches import MAX_APPROACHES, Solve, example_text, group_approaches
 from .clock import Clock, SystemClock
+from .digests import post_due_digests
 from .grading import Grader
-from .practice import PRACTICE_RULES, Practice
 from .models import NOT_ENABLED, Actor, Block, Channel, ChannelOptions, ChannelRef, Message, Round, Schedule, TopicWeek, error, in_scope, info, plural
+from .practice import PRACTICE_RULES, Practice
 from .runners import RunnerPool, RunnerUnavailable
 from .scheduler import Slot, current_slot, item_needs, local_date, next_round, pick_item, slot_for, slots_between, upcoming_slots, zone
 from .scoring import ScoringRules
@@ -174,6 +175,14 @@ class QuizService:
             new = await self.open_round(ch, scheduled_day=slot.day)
             if new is not None:
                 opened.append(new)
+        for ch in await self.store.channels.enabled():
+            if ch.options.digest_on:
+                try:
+                    if await post_due_digests(self, ch, now):
+                        self._changed()
+                except Exception as exc:  # noqa: BLE001 - a digest must not hold up the rounds
+                    if self.db.faults.report(exc, "posting a digest") is None:
+                        log.exception("digest for %s failed", ch.ref)
         return opened
 
     # ------------------------------------------------------------------ the schedule's word

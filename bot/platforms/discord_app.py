@@ -212,6 +212,11 @@ class QuizGroup(app_commands.Group):
                       last: bool = False) -> None:
         await self.adapter.run_command(interaction, f"summary {period}{' last' if last else ''}")
 
+    @app_commands.command(description="The weekly digest posted by itself, here and/or to you (managers)")
+    @app_commands.describe(settings="e.g. `channel on dm on 09:00 mon`, `dm off`, `off`; empty: what is set")
+    async def digest(self, interaction: discord.Interaction, settings: str | None = None) -> None:
+        await self.adapter.run_command(interaction, f"digest {settings or ''}".strip())
+
     @app_commands.command(description="CSV of every scored answer (managers)")
     async def export(self, interaction: discord.Interaction, period: Literal["week", "month", "all"] = "all",
                      last: bool = False) -> None:
@@ -475,7 +480,7 @@ class DiscordAdapter:
             return None
 
     async def _sink(self, ref: ChannelRef, msg: Message) -> str | None:
-        if msg.ephemeral and msg.mention:  # meant for one player only (their practice): never the channel
+        if (msg.ephemeral or msg.dm) and msg.mention:  # meant for one person only: never the channel
             await self._post_private(msg)
             return None
         channel = await self._resolve(ref.channel)
@@ -511,7 +516,8 @@ class DiscordAdapter:
     async def _post_private(self, msg: Message) -> None:
         """A message for one player: on the interaction they answered through while it lasts (an
         ephemeral follow-up), else as a direct message (a bot cannot post ephemerally unasked)."""
-        interaction = self.followups.pop(int(msg.data.get("answer_id", 0) or 0)) if msg.kind == "result" else None
+        interaction = (self.followups.pop(int(msg.data.get("answer_id", 0) or 0))
+                       if msg.kind == "result" and not msg.dm else None)
         payload = render.payload_for(msg).kwargs()
         if interaction is not None:
             try:

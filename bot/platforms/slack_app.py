@@ -610,6 +610,12 @@ class SlackAdapter:
                 if ts and msg.round_id is not None:
                     self.round_posts.put(msg.round_id, (str(posted.get("channel") or channel), ts, blocks))
                 return ts or None
+            if msg.dm and msg.mention:  # a direct message (a manager's digest), files with it
+                dm = str((await self.client.conversations_open(users=msg.mention))["channel"]["id"])
+                await self._post(dm, msg)
+                if msg.files:
+                    await self._upload(dm, msg.files)
+                return None
             if msg.ephemeral and msg.mention:  # meant for one player only
                 await self._ephemeral(channel, msg.mention, msg, thread_ts=thread)
                 return None

@@ -784,6 +784,26 @@ class Reviews:
         return (int(row[0]), date.fromisoformat(row[1]) if row[1] else None) if row else (0, None)
 
 
+class Digests:
+    """Digests posted by themselves: one row per (channel, period, first day, destination)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def posted(self, channel_id: int, period: str, start: date, destination: str) -> bool:
+        row = await self.db.fetchone(
+            "SELECT 1 FROM digests WHERE channel_id = ? AND period = ? AND start_date = ? AND destination = ?",
+            (channel_id, period, start.isoformat(), destination))
+        return row is not None
+
+    async def claim(self, channel_id: int, period: str, start: date, destination: str, now: datetime) -> bool:
+        """Record the digest as posted; False when it already was (inside the queuing transaction)."""
+        cur = await self.db.conn.execute(
+            "INSERT INTO digests (channel_id, period, start_date, destination, posted_at) VALUES (?,?,?,?,?)"
+            " ON CONFLICT DO NOTHING", (channel_id, period, start.isoformat(), destination, iso(now)))
+        return cur.rowcount == 1
+
+
 class Store:
     """All repositories over one database."""
 
@@ -797,5 +817,6 @@ class Store:
         self.scores = Scores(db)
         self.hints = Hints(db)
         self.reviews = Reviews(db)
+        self.digests = Digests(db)
         self.outbox = Outbox(db)
         self.stats = Stats(db)

@@ -277,3 +277,34 @@ class Stats:
             "SELECT c.owner_id, SUM(s.points), SUM(s.solved), COUNT(*) FROM scores s"
             " JOIN channels c ON c.id = s.channel_id WHERE c.parent_id = ? GROUP BY c.owner_id", (channel_id,))
         return _totals(rows)
+
+    # ---------------------------------------------------------------- digests: mastery and mistakes
+
+    async def item_solves(self, channel_id: int, start: date, end: date) -> list[tuple[str, int, int]]:
+        """(item, player, solved 0/1) for each player who scored in each round of local dates
+        start..end (the digest maps items to their outline sections)."""
+        rows = await self.db.fetchall(
+            "SELECT r.item_id, s.player_id, MAX(s.solved) FROM scores s JOIN rounds r ON r.id = s.round_id"
+            " WHERE s.channel_id = ? AND s.local_date >= ? AND s.local_date <= ? GROUP BY s.round_id, s.player_id",
+            (channel_id, start.isoformat(), end.isoformat()))
+        return [(str(r[0]), int(r[1]), int(r[2] or 0)) for r in rows if r[0]]
+
+    async def common_mistakes(self, channel_id: int, start: date, end: date,
+                              limit: int = 3) -> list[tuple[str, int, int, int]]:
+        """The known mistakes answers of the period behaved like, most players first:
+        (item, mistake index, answers, players)."""
+        rows = await self.db.fetchall(
+            "SELECT r.item_id, a.mistake, COUNT(*), COUNT(DISTINCT a.player_id) FROM answers a"
+            " JOIN rounds r ON r.id = a.round_id WHERE a.channel_id = ? AND a.mistake IS NOT NULL"
+            " AND a.state = 'graded' AND r.local_date >= ? AND r.local_date <= ? GROUP BY r.item_id, a.mistake"
+            " ORDER BY COUNT(DISTINCT a.player_id) DESC, COUNT(*) DESC, r.item_id LIMIT ?",
+            (channel_id, start.isoformat(), end.isoformat(), limit))
+        return [(str(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in rows]
+
+    async def practice_activity(self, channel_id: int, start: date, end: date) -> tuple[int, int]:
+        """Players who practised under a quiz channel in start..end, and the questions they solved."""
+        row = await self.db.fetchrow(
+            "SELECT COUNT(DISTINCT c.owner_id), COALESCE(SUM(s.solved), 0) FROM scores s"
+            " JOIN channels c ON c.id = s.channel_id WHERE c.parent_id = ? AND s.local_date >= ?"
+            " AND s.local_date <= ?", (channel_id, start.isoformat(), end.isoformat()))
+        return int(row[0] or 0), int(row[1] or 0)

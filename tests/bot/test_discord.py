@@ -679,3 +679,23 @@ async def test_practice_is_ephemeral_with_its_own_answer_button_and_private_resu
     assert "Alice" in sent_text(board.response.send_message.call_args)
     review = await bot.slash(ALICE, "review")
     assert "Nothing to review today" in sent_text(review.response.send_message.call_args)
+
+
+async def test_a_digest_posts_itself_to_the_channel_and_a_managers_direct_messages(bot: Bot) -> None:
+    user = create_autospec(discord.User, instance=True)
+    dms: list[dict[str, Any]] = []
+    user.send.side_effect = lambda content=None, **kw: dms.append({"content": content, **kw})
+    bot.adapter.client.get_user = lambda uid: user if uid == MOD.id else None  # type: ignore[method-assign]
+    await bot.slash(MOD, "enable")
+    said = await bot.slash(MOD, "digest", settings="channel on dm on 10:00 mon")
+    assert "you among them" in sent_text(said.response.send_message.call_args)
+    await bot.slash(MOD, "post", item="c1")
+    await bot.say(ALICE, RIGHT, bot.thread())
+    await bot.settle()
+    bot.svc.clock.advance(timedelta(days=7, hours=4))  # Monday 10:00 UTC
+    await bot.settle()
+    summaries = [p for p in bot.world.in_(bot.world.channel) if p.get("embed") is not None
+                 and "summary (posted automatically)" in p["embed"].title]
+    assert len(summaries) == 1 and summaries[0]["files"][0].filename.endswith(".png")
+    assert len(dms) == 1 and "summary (posted automatically)" in dms[0]["embed"].title
+    assert dms[0]["files"][0].filename.endswith(".png")

@@ -911,3 +911,21 @@ async def test_practice_is_ephemeral_answered_through_its_button_and_never_in_th
     assert len(slack.fake.posts(channel=CHANNEL)) == before  # nothing public
     await slack.slash(BOB, "leaderboard practice")
     assert "Practice" in shown(slack.fake.posts(channel=CHANNEL)[-1]) and "Alice" in shown(slack.fake.posts(channel=CHANNEL)[-1])
+
+
+async def test_a_digest_posts_itself_and_reaches_a_managers_direct_messages(slack: Slack) -> None:
+    await slack.slash(MOD, "enable")
+    await slack.slash(MOD, "digest channel on dm on 10:00 mon")
+    assert "you among them" in shown(slack.fake.ephemerals(MOD)[-1])
+    await slack.slash(MOD, "post c1")
+    await slack.settle()
+    await slack.say(ALICE, RIGHT, thread=slack.round_post()["ts"])
+    await slack.settle()
+    slack.svc.clock.advance(timedelta(days=7, hours=4))  # Monday 10:00 UTC
+    await slack.settle()
+    opened = slack.fake.called("conversations.open")
+    assert opened and opened[-1]["users"] == MOD
+    posts = [p for p in slack.fake.called("chat.postMessage") if "posted automatically" in p["text"]]
+    assert sorted(p["channel"] for p in posts) == sorted([CHANNEL, f"D{MOD}"])
+    uploaded = {p.get("channel_id") for p in slack.fake.called("files.completeUploadExternal")}
+    assert {CHANNEL, f"D{MOD}"} <= uploaded  # the chart, in both places

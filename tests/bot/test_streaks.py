@@ -20,7 +20,7 @@ def days(*offsets: int) -> list[date]:
 def test_one_miss_a_week_is_forgiven_a_second_ends_the_run() -> None:
     # newest first: Fri solved, Thu missed, Wed solved, Tue missed, Mon solved
     d = days(4, 3, 2, 1, 0)
-    history = list(zip([True, False, True, False, True], d))
+    history = list(zip([True, False, True, False, True], d, strict=True))
     assert streak_of(history, 1).streak == 2  # Thursday is forgiven, Tuesday is the week's second miss
     assert streak_of(history, 2).streak == 3
     assert streak_of(history, 0).streak == 1
