@@ -183,3 +183,36 @@ async def test_the_console_plays_a_practice_question(tmp_path: Path) -> None:
     assert "Solved:" in text and "practice board" in text
     board = text[text.rindex("Practice (private questions"):]
     assert "alice" in board.lower()
+
+
+async def test_the_console_week_review_freeze_and_digest(tmp_path: Path) -> None:
+    """Through the console with the fake clock: a failed round comes back for review the next
+    day, a missed round leaves the streak and shows the freeze used, and Monday's digest posts
+    itself into the channel."""
+    import io
+
+    from bot.platforms.console import run_console
+
+    from .helpers import FakeRunner
+    out = io.StringIO()
+    script = ("/quiz schedule 09:00 UTC mon-fri 8h\n"
+              "/quiz digest channel on 10:00 mon\n"
+              ":advance 3h\n"                          # Monday 09:00: the round opens
+              "alice: ```python\ndef solve(x):\n    return x\n```\n"
+              ":advance 1d\n"                          # it closed unsolved; Tuesday's is open
+              "alice: /quiz review\n"
+              "alice: /quiz practice answer ```python\ndef solve(x):\n    return x * 2  # PASS\n```\n"
+              "alice: ```python\ndef solve(x):\n    return x * 2  # PASS\n```\n"
+              ":advance 1d\n"                          # Wednesday: Alice misses it
+              ":advance 1d\n"
+              "alice: ```python\ndef solve(x):\n    return x * 2  # PASS\n```\n"
+              "alice: /quiz me\n"
+              ":advance 4d1h\n")                       # Monday 10:00: the digest
+    rc = await run_console(["--db", str(tmp_path / "q.sqlite3"), "--start", "2025-01-06T06:00+00:00"],
+                           stdin=io.StringIO(script), stdout=out, bank=bank(), runner_client=FakeRunner())
+    assert rc == 0
+    text = out.getvalue()
+    assert "Review #1" in text and "comes back for review in 3 days" in text
+    assert "Streak: 2 in a row" in text and "streak freezes left this week: 0 of 1" in text
+    digest = text[text.index("Weekly summary (posted automatically)"):]
+    assert "2025-01-06 to 2025-01-12" in digest and "Mastery per section" in digest and "Practice: 1 player" in digest

@@ -909,6 +909,8 @@ async def test_practice_is_ephemeral_answered_through_its_button_and_never_in_th
     assert any("passed" in t.lower() and "answer #" in t for t in private)
     assert any("Solved" in t and "practice board" in t for t in private)
     assert len(slack.fake.posts(channel=CHANNEL)) == before  # nothing public
+    await slack.slash(ALICE, "review")
+    assert "Nothing to review today" in shown(slack.fake.ephemerals(ALICE)[-1])
     await slack.slash(BOB, "leaderboard practice")
     assert "Practice" in shown(slack.fake.posts(channel=CHANNEL)[-1]) and "Alice" in shown(slack.fake.posts(channel=CHANNEL)[-1])
 
