@@ -13,10 +13,10 @@ from typing import Any
 
 import yaml
 
-from .core.models import Schedule
+from .core.models import WEEKDAY_NAMES, Schedule
 from .core.roles import RoleRules
 from .core.scoring import ScoringRules, rules_from_dict
-from .core.settings import AnswerSettings, CoreSettings, GradingSettings
+from .core.settings import AnswerSettings, CoreSettings, DigestSettings, GradingSettings, LearningSettings
 
 
 class ConfigError(Exception):
@@ -153,7 +153,7 @@ def parse_config(raw: Any, *, check_env: bool = True, environ: Mapping[str, str]
 
     v = _V(environ, env_source)
     top = v.section(raw, "", {"database", "bank", "runners", "grading", "answers", "schedule", "scoring", "roles",
-                              "discord", "slack", "console", "tick_s", "leaderboard_size", "log_level"})
+                              "learning", "discord", "slack", "console", "tick_s", "leaderboard_size", "log_level"})
 
     db = v.section(top.get("database"), "database", {"path"})
     db_path = v.get(db, "path", "database", str, "data/quiz.sqlite3")
@@ -313,6 +313,19 @@ def parse_config(raw: Any, *, check_env: bool = True, environ: Mapping[str, str]
 
     co = v.section(top.get("console"), "console", {"channel"})
     console_channel = v.get(co, "channel", "console", str, "quiz")
+
+    le = v.section(top.get("learning"), "learning", {"review_per_day", "practice_hours", "digest"})
+    dg = v.section(le.get("digest"), "learning.digest", {"weekday", "time"})
+    if isinstance(dg.get("time"), int) and not isinstance(dg.get("time"), bool):
+        v.bad("learning.digest.time", "write it as 'HH:MM' (quoted): unquoted, YAML reads it as a number")
+        dg = {k: val for k, val in dg.items() if k != "time"}
+    weekday = v.get(dg, "weekday", "learning.digest", str, "mon",
+                    check=lambda s: None if s[:3].lower() in WEEKDAY_NAMES else "a weekday: mon, tue, ... sun")
+    learning = LearningSettings(
+        review_per_day=v.get(le, "review_per_day", "learning", int, 3, check=_positive),
+        practice_hours=v.get(le, "practice_hours", "learning", int, 24, check=_positive),
+        digest=DigestSettings(weekday=WEEKDAY_NAMES.index(weekday[:3].lower()) if weekday[:3].lower() in WEEKDAY_NAMES
+                              else 0, time=v.get(dg, "time", "learning.digest", str, "09:00", check=_check(_hhmm))))
     tick_s = float(v.get(top, "tick_s", "", (int, float), 20.0, check=_positive))
     lb = v.get(top, "leaderboard_size", "", int, 10, check=_positive)
     level = v.get(top, "log_level", "", str, "INFO", check=lambda s: None if s.upper() in (
@@ -321,7 +334,7 @@ def parse_config(raw: Any, *, check_env: bool = True, environ: Mapping[str, str]
     if v.problems:
         raise ConfigError(v.problems)
     core = CoreSettings(schedule=schedule, scoring=scoring, answers=answers, grading=grading, roles=roles,
-                        tick_s=tick_s, leaderboard_size=lb, channel_scoring=channel_scoring)
+                        learning=learning, tick_s=tick_s, leaderboard_size=lb, channel_scoring=channel_scoring)
     return Config(database=db_path, bank_root=bank_root, embedded=embedded, runners=tuple(remotes), core=core,
                   discord=discord, slack=slack, console_channel=console_channel, log_level=level.upper())
 

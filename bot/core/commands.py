@@ -12,8 +12,25 @@ from dataclasses import dataclass, replace
 from datetime import date, time, timedelta
 from typing import TYPE_CHECKING
 
+from .digests import digest_when, parse_hhmm
 from .leaderboards import leaderboard, player_card, render_board, render_card
-from .models import NOT_ENABLED, PERIODS, WEEKDAY_NAMES, Actor, Attachment, Block, Channel, ChannelRef, Message, Schedule, denied, error, info
+from .models import (
+    NOT_ENABLED,
+    PERIODS,
+    WEEKDAY_NAMES,
+    Actor,
+    Attachment,
+    Block,
+    Channel,
+    ChannelOptions,
+    ChannelRef,
+    Message,
+    Schedule,
+    denied,
+    error,
+    info,
+    plural,
+)
 from .roles import Right, allowed, refusal
 from .scheduler import item_needs, local_date, week_bounds, zone
 from .summaries import CSV_NOTE, build_digest, digest_chart, export_csv, period_bounds, render_digest
@@ -38,9 +55,17 @@ Handler = Callable[["CommandRouter", Ctx], Awaitable[list[Message]]]
 HELP = {
     "help": ("player", "help", "this list"),
     "answer": ("player", "answer <code or text>", "answer the open round (a ```python block, output text or option keys)"),
-    "leaderboard": ("player", "leaderboard [round|week|topic|month|all]", "standings (default: week)"),
+    "leaderboard": ("player", "leaderboard [round|week|topic|month|all|practice]",
+                    "standings (default: week; `practice` is the board of private practice)"),
     "me": ("player", "me", "your points, solved rounds, streak, strongest and weakest chapters"),
     "hint": ("player", "hint [reveal]", "what the open round's next hint costs; `reveal` shows it (privately)"),
+    "practice": ("player", "practice [chapter|section|item-id] | practice answer <code> | practice hint [reveal]"
+                 " | practice giveup",
+                 "a private question from the bank (one you have not solved here yet), scored on the practice "
+                 "board, never on the channel's leaderboards"),
+    "review": ("player", "review",
+               "privately, a question you failed or gave up, back after 1, 3, 7 and 21 days (a few a day); "
+               "answer it with `/quiz practice answer`"),
     "schedule": ("moderator", "schedule [HH:MM] [Area/City] [mon-fri|daily|mon,wed] [8h] [zh|en] [ramp=on|off]",
                  "show or change when rounds open and how long they stay open"),
     "settings": ("moderator", "settings [names=on|off]",
@@ -57,12 +82,15 @@ HELP = {
     "close": ("moderator", "close", "close the open round now and reveal the answer"),
     "bank": ("moderator", "bank [search <words> | show <item-id> | chapter <n>]", "browse and preview the bank"),
     "summary": ("manager", "summary [week|month] [last]", "digest with a chart"),
+    "digest": ("manager", "digest [channel on|off] [dm on|off] [HH:MM] [mon..sun] [off]",
+               "the weekly digest (and the monthly one) posted by itself: in this channel and/or to you "
+               "as a direct message, at a weekday and time; without arguments, what is set"),
     "export": ("manager", "export [week|month|all] [last]", "CSV of every scored answer"),
 }
 # who may *change* things; reading a schedule or the week list is open to everyone
 RIGHTS: dict[str, Right] = {name: spec[0] for name, spec in HELP.items()}  # type: ignore[misc]
 PERIOD_ALIASES = {"round": "round", "today": "round", "week": "week", "topic": "topic", "month": "month",
-                  "all": "all", "alltime": "all", "all-time": "all", "total": "all"}
+                  "all": "all", "alltime": "all", "all-time": "all", "total": "all", "practice": "practice"}
 
 
 class CommandRouter:
@@ -140,6 +168,33 @@ class CommandRouter:
             return [error(f"Usage: /quiz {HELP['hint'][1]}")]
         return await self.svc.hint(ctx.actor, ctx.where, reveal=bool(word))
 
+    async def cmd_practice(self, ctx: Ctx) -> list[Message]:
+        word = ctx.args[0].lower() if ctx.args else ""
+        practice = self.svc.practice
+        if word == "answer":
+            rest = ctx.rest.strip()[len("answer"):].strip()
+            if not rest:
+                found = await practice.open_round(ctx.actor, ctx.where)
+                if isinstance(found, Message):
+                    return [found]
+                return [error("Paste your answer after `/quiz practice answer` (a ```python block for code).")]
+            return await self.svc.submit(ctx.actor, ctx.where, rest, explicit=True, private=True)
+        if word == "hint":
+            more = ctx.args[1].lower() if len(ctx.args) > 1 else ""
+            if more not in ("", "reveal", "yes", "show"):
+                return [error(f"Usage: /quiz {HELP['practice'][1]}")]
+            return await self.svc.hint(ctx.actor, ctx.where, reveal=bool(more), private=True)
+        if word in ("giveup", "give-up", "skip", "stop"):
+            return await practice.give_up(ctx.actor, ctx.where)
+        if len(ctx.args) > 1:
+            return [error(f"Usage: /quiz {HELP['practice'][1]}")]
+        return await practice.start(ctx.actor, ctx.where, ctx.args[0] if ctx.args else "")
+
+    async def cmd_review(self, ctx: Ctx) -> list[Message]:
+        if ctx.args:
+            return [error(f"Usage: /quiz {HELP['review'][1]} (it takes nothing more)")]
+        return await self.svc.practice.review(ctx.actor, ctx.where)
+
     async def cmd_leaderboard(self, ctx: Ctx) -> list[Message]:
         ch = await self._channel(ctx, readable_when_off=True)  # scores are kept, so they can be read
         if ch is None:
@@ -161,7 +216,9 @@ class CommandRouter:
         if ch is None:
             return self._not_enabled()
         pid = await self.svc.store.players.find(ctx.actor.platform, ctx.actor.user_id)
-        card = await player_card(self.svc.store, ch, pid, self.svc.clock.now()) if pid else None
+        now = self.svc.clock.now()
+        card = (await player_card(self.svc.store, ch, pid, now, freezes_per_week=self.svc.rules_for(ch).streak_freezes,
+                                  today=local_date(ch.schedule, now)) if pid else None)
         if card is None:
             return [info("You have not answered in this channel yet. Answer the open round to get on the board!",
                          ephemeral=True)]
@@ -392,13 +449,64 @@ class CommandRouter:
         period, last, bad = _period_args(ctx.args, ("week", "month"), "week")
         if bad:
             return [error(f"Usage: /quiz {HELP['summary'][1]}")]
-        digest = await build_digest(self.svc.store, ch, period, self.svc.clock.now(), last=last)
+        digest = await build_digest(self.svc.store, ch, period, self.svc.clock.now(), last=last, bank=self.svc.bank)
         chart = digest_chart(digest)
         fname = f"quiz-{period}-{digest.start}.png"
         return [Message(kind="summary", title=f"{'Weekly' if period == 'week' else 'Monthly'} summary",
                         blocks=[Block(render_digest(digest))], ephemeral=True,
                         files=[Attachment(fname, chart, "image/png")],
                         data={"period": period, "start": digest.start.isoformat(), "end": digest.end.isoformat()})]
+
+    async def cmd_digest(self, ctx: Ctx) -> list[Message]:
+        ch = await self._channel(ctx)
+        if ch is None:
+            return self._not_enabled()
+        opts = ch.options
+        was_on = opts.digest_on
+        args = [a.lower() for a in ctx.args]
+        usage = error(f"Usage: /quiz {HELP['digest'][1]}")
+        i = 0
+        while i < len(args):
+            a = args[i]
+            if a in ("channel", "dm") and i + 1 < len(args) and args[i + 1] in ("on", "off"):
+                on = args[i + 1] == "on"
+                if a == "channel":
+                    opts = replace(opts, digest_channel=on)
+                else:
+                    dms = tuple(u for u in opts.digest_dms if u != ctx.actor.user_id)
+                    opts = replace(opts, digest_dms=dms + ((ctx.actor.user_id,) if on else ()))
+                i += 2
+                continue
+            if a == "off":
+                opts = replace(opts, digest_channel=False, digest_dms=())
+            elif a[:3] in WEEKDAY_NAMES:
+                opts = replace(opts, digest_weekday=WEEKDAY_NAMES.index(a[:3]))
+            elif re.fullmatch(r"\d{1,2}:\d{2}", a) and parse_hhmm(a) is not None:
+                opts = replace(opts, digest_time=f"{parse_hhmm(a):%H:%M}")
+            else:
+                return [usage]
+            i += 1
+        if opts.digest_on and not was_on:  # from now on: no digest that was due before is posted
+            opts = replace(opts, digest_since=self.svc.clock.now().isoformat())
+        if opts != ch.options:
+            await self.svc.set_options(ch, opts)
+        return [info(self._digest_text(ch, opts, ctx.actor.user_id), title="Digest", ephemeral=True)]
+
+    def _digest_text(self, ch: Channel, opts: ChannelOptions, actor_id: str) -> str:
+        weekday, at = digest_when(replace(ch, options=opts), self.svc.settings.learning.digest)
+        if not opts.digest_on:
+            return ("The digest does not post itself in this channel. `/quiz digest channel on` posts it here, "
+                    "`/quiz digest dm on` sends it to you; `/quiz summary` shows it any time.")
+        where = []
+        if opts.digest_channel:
+            where.append("in this channel")
+        if opts.digest_dms:
+            where.append(f"as a direct message to {plural(len(opts.digest_dms), 'manager')}"
+                         + (" (you among them)" if actor_id in opts.digest_dms else ""))
+        return (f"The weekly digest of the week before posts itself every {WEEKDAY_NAMES[weekday]} at "
+                f"{at:%H:%M} ({ch.schedule.timezone}), and the monthly one on the first posting day of each "
+                f"month at the same time: {' and '.join(where)}. With participation, points and movers, "
+                "mastery per section, the most common mistakes, and the chart.")
 
     async def cmd_export(self, ctx: Ctx) -> list[Message]:
         ch = await self._channel(ctx)

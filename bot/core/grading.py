@@ -20,7 +20,7 @@ import heapq
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from questionbank.jobs import code_job, normalise_output, output_job
@@ -35,6 +35,7 @@ from .models import UNGRADED, Answer, Block, Channel, Grade, Message, Round
 from .runners import RunnerPool, RunnerUnavailable, RunnerWaiting
 from .scoring import Attempt, ScoringRules, attempt_fraction, hinted_base, player_round
 from .settings import GradingSettings
+from .streaks import StreakWalk
 
 log = logging.getLogger(__name__)
 
@@ -440,7 +441,8 @@ class Grader:
                         await store.update_bonus(
                             row["answer_id"], first_bonus=new_fb, streak_bonus=row["streak_bonus"],
                             streak=row["streak"], points=round(row["points"] - fb + new_fb, 2))
-        streak_before = await self.streak_before(rnd, player_id, view=store) if first_pass is not None else 0
+        streak_before = (await self.streak_before(rnd, player_id, rules, view=store)
+                         if first_pass is not None else 0)
         base = hinted_base(rules.base(rnd.difficulty), await store.hint_costs(rnd.id, player_id))
         total = 0.0
         new_rows: dict[int, dict[str, Any]] = {}
@@ -456,40 +458,41 @@ class Grader:
                     "attempt_value", "points", "first_bonus", "streak_bonus", "solved", "streak")):
                 await store.upsert(row, now)
         if first_pass is not None and not was_solved:
-            await self._carry_streak(rnd, player_id, streak_before + 1, rules, view=store)
+            await self._carry_streak(rnd, player_id, rules, view=store)
         return round(total, 2), new_rows
 
-    async def streak_before(self, rnd: Round, player_id: int, *, view: _ScoreView | None = None) -> int:
-        """How many played rounds right before this one the player solved, without a gap."""
+    async def streak_before(self, rnd: Round, player_id: int, rules: ScoringRules, *,
+                            view: _ScoreView | None = None) -> int:
+        """The player's streak over the played rounds right before this one (streaks.py: a few
+        misses a week are forgiven)."""
         store = view or _StoreScores(self.store)
-        n = 0
+        walk = StreakWalk(rules.streak_freezes)
         offset_limit = 8
         seen = 0
         while True:
-            ids = await store.played_before(rnd.channel_id, rnd.opened_at, offset_limit)
-            ids = ids[seen:]
-            if not ids:
-                return n
-            solved = await store.solved_rounds(ids, player_id)
-            for rid in ids:
-                if rid not in solved:
-                    return n
-                n += 1
-            seen += len(ids)
+            rounds = (await store.played_before(rnd.channel_id, rnd.opened_at, offset_limit))[seen:]
+            if not rounds:
+                return walk.streak
+            solved = await store.solved_rounds([rid for rid, _ in rounds], player_id)
+            for rid, day in rounds:
+                if not walk.step(rid in solved, day):
+                    return walk.streak
+            seen += len(rounds)
             if offset_limit > 100_000:
-                return n
+                return walk.streak
             offset_limit *= 8
 
-    async def _carry_streak(self, rnd: Round, player_id: int, streak: int, rules: ScoringRules, *,
+    async def _carry_streak(self, rnd: Round, player_id: int, rules: ScoringRules, *,
                             view: _ScoreView | None = None) -> None:
-        """A round solved late (its grading finished after later rounds were scored) extends the
-        streak of the later rounds the player solved without a gap."""
+        """A round solved late (its grading finished after later rounds were scored) changes the
+        streak of the later rounds the player solved: each is walked again, up to the first whose
+        streak was right already."""
         store = view or _StoreScores(self.store)
         for later in await store.played_after(rnd.channel_id, rnd.opened_at):
             row = await store.solved_row(later.id, player_id)
             if row is None:
-                return
-            streak += 1
+                continue  # a miss: it may be forgiven, so the rounds after it may still change
+            streak = await self.streak_before(later, player_id, rules, view=store) + 1
             sb = rules.streak_bonus_for(streak)
             if row["streak"] == streak and row["streak_bonus"] == sb:
                 return
@@ -552,7 +555,7 @@ class _StoreScores:
     async def solved_rounds(self, round_ids: list[int], player_id: int) -> set[int]:
         return await self.store.scores.solved_rounds(round_ids, player_id)
 
-    async def played_before(self, channel_id: int, opened_at: datetime, limit: int) -> list[int]:
+    async def played_before(self, channel_id: int, opened_at: datetime, limit: int) -> list[tuple[int, date]]:
         return await self.store.rounds.played_before(channel_id, opened_at, limit)
 
     async def played_after(self, channel_id: int, opened_at: datetime) -> list[Round]:
@@ -593,7 +596,7 @@ class _PassScores(_StoreScores):
         self._batch: set[int] = set()
         self._writes = store.scores.batch()
         self._names: dict[int, tuple[str, str]] = {}
-        self._before: dict[tuple[int, datetime, int], list[int]] = {}
+        self._before: dict[tuple[int, datetime, int], list[tuple[int, date]]] = {}
         self._after: dict[tuple[int, datetime], list[Round]] = {}
         self._other_solved: dict[tuple[int, int], bool] = {}  # rounds not loaded: unchanged by the pass
         self._other_rows: dict[tuple[int, int], dict[str, Any] | None] = {}
@@ -608,7 +611,8 @@ class _PassScores(_StoreScores):
         # the rounds right before each round, and which of them the players solved (for the streak)
         for rid, pids in players.items():
             rnd = rounds[rid]
-            ids = [i for i in await self.played_before(rnd.channel_id, rnd.opened_at, 8) if i not in self._rounds]
+            ids = [i for i, _ in await self.played_before(rnd.channel_id, rnd.opened_at, 8)
+                   if i not in self._rounds]
             if ids and pids:
                 await self._load_solved_other(ids, sorted(pids))
 
@@ -726,7 +730,7 @@ class _PassScores(_StoreScores):
                 out.add(rid)
         return out
 
-    async def played_before(self, channel_id: int, opened_at: datetime, limit: int) -> list[int]:
+    async def played_before(self, channel_id: int, opened_at: datetime, limit: int) -> list[tuple[int, date]]:
         key = (channel_id, opened_at, limit)
         if key not in self._before:  # rounds do not change during a pass
             self._before[key] = await super().played_before(channel_id, opened_at, limit)

@@ -8,12 +8,13 @@ monthly totals kept by triggers (a few thousand rows even at a million answers);
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 
 from ..storage.repos import Store
 from ..storage.stats import PlayerTotals
 from .models import Channel, LeaderboardRow, PlayerCard, Round, TopicWeek, plural
 from .scheduler import local_date, week_bounds
+from .streaks import StreakWalk
 
 
 @dataclass
@@ -64,6 +65,9 @@ async def totals(store: Store, channel: Channel, period: str, now: datetime,
         return label, await store.stats.range_totals(channel.id, tw.start, tw.end), ""
     if period == "month":
         return f"This month ({today:%B %Y})", await store.stats.month_totals(channel.id, today.strftime("%Y-%m")), ""
+    if period == "practice":
+        return ("Practice (private questions from `/quiz practice` and `/quiz review`, all time)",
+                await store.stats.practice_totals(channel.id), "")
     return "All time", await store.stats.all_time_totals(channel.id), ""
 
 
@@ -89,21 +93,20 @@ def render_board(board: Board) -> str:
     return "\n".join(lines)
 
 
-async def current_streak(store: Store, channel_id: int, player_id: int, now_round: Round | None) -> int:
-    """Consecutive played rounds solved up to the latest one; an open round not yet solved does
-    not break the streak (the player still has time)."""
-    n = 0
+async def current_streak(store: Store, channel_id: int, player_id: int, freezes_per_week: int) -> StreakWalk:
+    """The player's streak up to the latest played round (streaks.py: misses a week may be
+    forgiven); an open round not yet solved does not count (the player still has time)."""
+    walk = StreakWalk(freezes_per_week)
     for i, r in enumerate(await store.stats.streak_rounds(channel_id, player_id, 1000)):
-        if r.solved:
-            n += 1
-        elif i == 0 and r.status == "open":
+        if i == 0 and r.status == "open" and not r.solved:
             continue
-        else:
+        if not walk.step(r.solved, r.local_date):
             break
-    return n
+    return walk
 
 
-async def player_card(store: Store, channel: Channel, player_id: int, now: datetime) -> PlayerCard | None:
+async def player_card(store: Store, channel: Channel, player_id: int, now: datetime, *, freezes_per_week: int = 1,
+                      today: date | None = None) -> PlayerCard | None:
     name = (await store.players.names([player_id])).get(player_id)
     if name is None:
         return None
@@ -114,7 +117,7 @@ async def player_card(store: Store, channel: Channel, player_id: int, now: datet
     chapters = await store.stats.player_chapters(channel.id, player_id)
     rates = sorted(((c.chapter, c.solved / c.rounds) for c in chapters if c.rounds), key=lambda x: (-x[1], x[0]))
     record = await store.stats.player_record(channel.id, player_id)
-    streak = await current_streak(store, channel.id, player_id, None)
+    walk = await current_streak(store, channel.id, player_id, freezes_per_week)
     # a chapter is a strength only when something in it was solved, and a weakness only when
     # it trails the best one: nothing solved yet is no "Strongest: chapter 2: 0%"
     strongest = [r for r in rates if r[1] > 0][:2]
@@ -123,7 +126,8 @@ async def player_card(store: Store, channel: Channel, player_id: int, now: datet
     return PlayerCard(
         name=name, points=mine.points if mine else 0.0, solved=mine.solved if mine else 0,
         attempts=mine.attempts if mine else 0, rounds_played=record.rounds_played,
-        streak=streak, best_streak=record.best_streak, rank=mine.rank if mine else None,
+        streak=walk.streak, best_streak=record.best_streak,
+        freezes_left=walk.freezes_left(today or now.date()), freezes_per_week=freezes_per_week, rank=mine.rank if mine else None,
         strongest=strongest, weakest=weakest,
     )
 
@@ -132,7 +136,9 @@ def render_card(card: PlayerCard, players: int) -> str:
     lines = [
         f"Points: {card.points:g}" + (f"  (rank {card.rank} of {players})" if card.rank else ""),
         f"Solved: {card.solved} of {plural(card.rounds_played, 'round')} played, {plural(card.attempts, 'attempt')}",
-        f"Streak: {card.streak} in a row (best {card.best_streak})",
+        f"Streak: {card.streak} in a row (best {card.best_streak})"
+        + (f"; streak freezes left this week: {card.freezes_left} of {card.freezes_per_week}"
+           f" (a missed round uses one instead of ending the streak)" if card.freezes_per_week else ""),
     ]
 
     def fmt(xs: list[tuple[int, float]]) -> str:

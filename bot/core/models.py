@@ -1,6 +1,7 @@
 """Domain objects of the bot. Plain dataclasses: storage maps rows to them, adapters render them."""
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, field
 from datetime import date, datetime, time
 from typing import Any, Literal
@@ -12,8 +13,8 @@ from runner.protocol import VERDICTS, Verdict  # noqa: F401 - the one list of ve
 UNGRADED = "ungraded"
 AnswerState = Literal["queued", "grading", "graded", "abandoned", "void"]
 RoundStatus = Literal["open", "closed", "skipped"]
-Period = Literal["round", "week", "topic", "month", "all"]
-PERIODS: tuple[str, ...] = ("round", "week", "topic", "month", "all")
+Period = Literal["round", "week", "topic", "month", "all", "practice"]
+PERIODS: tuple[str, ...] = ("round", "week", "topic", "month", "all", "practice")
 WEEKDAY_NAMES = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 
 
@@ -65,20 +66,40 @@ class Schedule:
 
 @dataclass(frozen=True)
 class ChannelOptions:
-    """What a moderator chooses for a channel with `/quiz settings` (beyond the schedule)."""
+    """What moderators and managers choose for a channel with `/quiz settings` and `/quiz digest`
+    (beyond the schedule)."""
 
     names: bool = True  # a round's close names the first solver of each approach it shows
+    # the weekly (and monthly) digest posts itself: in this channel, and/or to these managers' DMs
+    digest_channel: bool = False
+    digest_dms: tuple[str, ...] = ()  # platform user ids
+    digest_weekday: int | None = None  # None: the config's
+    digest_time: str = ""  # "HH:MM" in the channel's time zone; "": the config's
+    digest_since: str = ""  # ISO instant the digest was switched on: nothing due before it is posted
 
     def describe(self) -> str:
         return f"names={'on' if self.names else 'off'} (a round's close names the first solver of each approach)"
 
+    @property
+    def digest_on(self) -> bool:
+        return self.digest_channel or bool(self.digest_dms)
+
     def to_json(self) -> dict[str, Any]:
-        return {"names": self.names}
+        out: dict[str, Any] = {"names": self.names}
+        if self.digest_on or self.digest_weekday is not None or self.digest_time:
+            out.update(digest_channel=self.digest_channel, digest_dms=list(self.digest_dms),
+                       digest_weekday=self.digest_weekday, digest_time=self.digest_time,
+                       digest_since=self.digest_since)
+        return out
 
     @classmethod
     def from_json(cls, data: Any) -> ChannelOptions:
         data = data if isinstance(data, dict) else {}
-        return cls(names=bool(data.get("names", True)))
+        wd = data.get("digest_weekday")
+        return cls(names=bool(data.get("names", True)), digest_channel=bool(data.get("digest_channel", False)),
+                   digest_dms=tuple(str(u) for u in data.get("digest_dms") or ()),
+                   digest_weekday=wd if isinstance(wd, int) and 0 <= wd <= 6 else None,
+                   digest_time=str(data.get("digest_time") or ""), digest_since=str(data.get("digest_since") or ""))
 
 
 @dataclass
@@ -91,6 +112,13 @@ class Channel:
     options: ChannelOptions = field(default_factory=ChannelOptions)
     # the schedule applies to posting times from this instant on (enable or last schedule change)
     schedule_since: datetime | None = None
+    # a player's private channel (practice and review rounds): its quiz channel and its player
+    parent_id: int | None = None
+    owner_id: int | None = None
+
+    @property
+    def private(self) -> bool:
+        return self.parent_id is not None
 
 
 @dataclass
@@ -138,11 +166,13 @@ class Round:
     message_ref: str | None = None
     number: int | None = None  # per channel, counting posted rounds only (what players see: "#3")
     reason: str = ""  # a day without a question: skipped | missed | nothing
+    mode: str = "daily"  # daily (the channel's round) | practice | review (a player's private round)
 
     @property
     def label(self) -> str:
-        """`#N` as players know the round."""
-        return f"#{self.number if self.number is not None else self.id}"
+        """`#N` as players know the round (`practice #N` for a private one)."""
+        n = f"#{self.number if self.number is not None else self.id}"
+        return n if self.mode == "daily" else f"{self.mode} {n}"
 
 
 @dataclass
@@ -206,6 +236,8 @@ class PlayerCard:
     rank: int | None
     strongest: list[tuple[int, float]]  # (chapter, solve rate)
     weakest: list[tuple[int, float]]
+    freezes_left: int = 0  # missed rounds this week that would not end the streak
+    freezes_per_week: int = 0
 
 
 @dataclass
@@ -236,6 +268,7 @@ class Message:
     round_id: int | None = None
     thread_ref: str | None = None  # the round post's platform reference, when known
     mention: str | None = None  # platform user id to address
+    dm: bool = False  # a direct message to `mention` instead of a post in the channel (digests)
     files: list[Attachment] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)  # structured extras (leaderboard rows, form...)
 
@@ -257,7 +290,10 @@ class Message:
             "kind": self.kind, "title": self.title,
             "blocks": [{"text": b.text, "code": b.code, "lang": b.lang} for b in self.blocks],
             "ephemeral": self.ephemeral, "round_id": self.round_id, "mention": self.mention,
-            "data": self.data,
+            "data": self.data, "dm": self.dm,
+            # the outbox keeps attachments (a digest's chart) with the message
+            "files": [{"filename": f.filename, "content_type": f.content_type,
+                       "data": base64.b64encode(f.data).decode("ascii")} for f in self.files],
         }
 
     @classmethod
@@ -266,7 +302,9 @@ class Message:
             kind=d["kind"], title=d.get("title", ""),
             blocks=[Block(**b) for b in d.get("blocks", [])],
             ephemeral=d.get("ephemeral", False), round_id=d.get("round_id"),
-            mention=d.get("mention"), data=d.get("data", {}),
+            mention=d.get("mention"), data=d.get("data", {}), dm=bool(d.get("dm", False)),
+            files=[Attachment(f["filename"], base64.b64decode(f["data"]), f["content_type"])
+                   for f in d.get("files", [])],
         )
 
 

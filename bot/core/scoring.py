@@ -39,6 +39,7 @@ class ScoringRules:
     first_bonus: tuple[float, ...] = (5, 3, 1)  # for the 1st, 2nd, 3rd solver
     streak_bonus: float = 2  # per consecutive earlier round solved
     streak_cap: int = 5  # at most this many steps of streak bonus
+    streak_freezes: int = 1  # missed rounds per ISO week that do not break a streak (see streaks.py)
     hint_cost: float = 20.0  # percent of the item's points each hint revealed costs
 
     def base(self, difficulty: int) -> float:

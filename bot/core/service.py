@@ -28,8 +28,10 @@ from ..storage.repos import Store
 from .answers import AnswerRejected, looks_like_answer, parse_answer
 from .approaches import MAX_APPROACHES, Solve, example_text, group_approaches
 from .clock import Clock, SystemClock
+from .digests import post_due_digests
 from .grading import Grader
 from .models import NOT_ENABLED, Actor, Block, Channel, ChannelOptions, ChannelRef, Message, Round, Schedule, TopicWeek, error, in_scope, info, plural
+from .practice import PRACTICE_RULES, Practice
 from .runners import RunnerPool, RunnerUnavailable
 from .scheduler import Slot, current_slot, item_needs, local_date, next_round, pick_item, slot_for, slots_between, upcoming_slots, zone
 from .scoring import ScoringRules
@@ -75,6 +77,7 @@ class QuizService:
         from .commands import CommandRouter  # circular: commands call back into the service
 
         self.commands = CommandRouter(self)
+        self.practice = Practice(self)
 
     @classmethod
     async def open(cls, path: str, bank: Any, pool: RunnerPool, **kw: Any) -> QuizService:
@@ -126,7 +129,7 @@ class QuizService:
         while True:
             timeout = 30.0
             try:
-                await self.grader.grade_due()
+                await self.grade_pending()
                 nxt = await self.store.answers.next_due()
                 if nxt is not None:
                     timeout = max(0.05, min(30.0, (nxt - self.clock.now()).total_seconds()))
@@ -172,6 +175,14 @@ class QuizService:
             new = await self.open_round(ch, scheduled_day=slot.day)
             if new is not None:
                 opened.append(new)
+        for ch in await self.store.channels.enabled():
+            if ch.options.digest_on:
+                try:
+                    if await post_due_digests(self, ch, now):
+                        self._changed()
+                except Exception as exc:  # noqa: BLE001 - a digest must not hold up the rounds
+                    if self.db.faults.report(exc, "posting a digest") is None:
+                        log.exception("digest for %s failed", ch.ref)
         return opened
 
     # ------------------------------------------------------------------ the schedule's word
@@ -305,7 +316,12 @@ class QuizService:
         return Skipped(slot=slot, why=why)
 
     async def grade_pending(self) -> int:
-        return await self.grader.grade_due()
+        """Grade what is due; a private round its player solved closes at once (the answer and
+        the review schedule follow)."""
+        n = await self.grader.grade_due()
+        for rnd in await self.store.rounds.solved_private():
+            await self.close_round(rnd, status="closed")
+        return n
 
     async def deliver(self) -> int:
         """Hand undelivered outbox messages to the sink, oldest first.
@@ -329,10 +345,12 @@ class QuizService:
                         continue
                     ref: str | None = None
                     ch = await self.store.channels.get(channel_id)
+                    if ch is not None and ch.private:  # a player's practice: to them only, in the quiz channel
+                        ch, msg = await self._privately(ch, msg)
+                    elif ch is not None and msg.round_id is not None:
+                        rnd = await self.store.rounds.get(msg.round_id)
+                        msg.thread_ref = rnd.message_ref if rnd else None
                     if ch is not None:
-                        if msg.round_id is not None:
-                            rnd = await self.store.rounds.get(msg.round_id)
-                            msg.thread_ref = rnd.message_ref if rnd else None
                         try:
                             ref = await self.sink(ch.ref, msg)
                         except Exception:  # noqa: BLE001 - kept for the next pass, in its place
@@ -347,6 +365,14 @@ class QuizService:
                         async with self.db.writing():  # one statement: its own transaction
                             await self.store.outbox.delivered(oid, self.clock.now())
                     n += 1
+
+    async def _privately(self, room: Channel, msg: Message) -> tuple[Channel | None, Message]:
+        """A private channel's message goes to its player alone, in its quiz channel."""
+        parent = await self.store.channels.get(room.parent_id or 0)
+        uid = (await self.store.players.user_ids([room.owner_id or 0])).get(room.owner_id or 0)
+        msg.ephemeral, msg.mention, msg.thread_ref = True, uid, None
+        msg.data = {**msg.data, "private": True}
+        return (parent if uid else None), msg
 
     async def settle(self, *, passes: int = 50) -> None:
         """Tick, grade and deliver until nothing due is left (answers waiting for a runner that
@@ -383,11 +409,14 @@ class QuizService:
         """Config defaults, then the config's per-channel overrides, then the channel's stored ones."""
         rules = self.settings.scoring
         ref = channel.ref
-        over = self.settings.channel_scoring.get(f"{ref.platform}:{ref.workspace}:{ref.channel}")
+        quiz_channel = ref.channel.split("~")[0] if channel.private else ref.channel  # a private one: its quiz channel's
+        over = self.settings.channel_scoring.get(f"{ref.platform}:{ref.workspace}:{quiz_channel}")
         if over:
             rules = rules.merged(over)
         if channel.scoring:
             rules = rules.merged(channel.scoring)
+        if channel.private:
+            rules = rules.merged(PRACTICE_RULES)
         return rules
 
     def capabilities(self) -> set[str]:
@@ -439,20 +468,21 @@ class QuizService:
         return []
 
     async def submit(self, actor: Actor, where: ChannelRef, text: str, *, explicit: bool = True,
-                     round_id: int | None = None) -> list[Message]:
+                     round_id: int | None = None, private: bool = False) -> list[Message]:
+        """`private`: an answer to the player's own practice or review question."""
         try:
-            return await self._submit(actor, where, text, explicit=explicit, round_id=round_id)
+            return await self._submit(actor, where, text, explicit=explicit, round_id=round_id, private=private)
         except Exception as exc:  # noqa: BLE001 - see _storage_reply
             return self._storage_reply(exc, "Your answer was not stored (send it again once this is fixed)",
                                        "storing an answer")
 
     async def _submit(self, actor: Actor, where: ChannelRef, text: str, *, explicit: bool = True,
-                      round_id: int | None = None) -> list[Message]:
+                      round_id: int | None = None, private: bool = False) -> list[Message]:
         """An answer to the channel's open round (from `/quiz answer`, a form or a message).
         Stored as queued before anything else; the result follows through the sink. `round_id`
         is the round a form or button was made for: an answer meant for a round that has
         closed since is refused rather than counted against the next question."""
-        found = await self._open_round(where)
+        found = await self._answerable(actor, where, round_id, private)
         if isinstance(found, Message):
             return [found]
         ch, rnd = found
@@ -489,6 +519,20 @@ class QuizService:
                         blocks=[Block(f"Answer #{aid} received ({what}); grading it now.")],
                         data={"answer_id": aid, "round_id": rnd.id})]
 
+    async def _answerable(self, actor: Actor, where: ChannelRef, round_id: int | None,
+                          private: bool) -> tuple[Channel, Round] | Message:
+        """The round an answer is for: the player's open private one (asked for, or the one a
+        form or button was made for), else the channel's open round."""
+        if not private and round_id is not None:
+            rnd = await self.store.rounds.get(round_id)
+            private = rnd is not None and rnd.mode != "daily"
+        if private:
+            found = await self.practice.open_round(actor, where)
+            if isinstance(found, Message):
+                return found
+            return found[0].room, found[1]
+        return await self._open_round(where)
+
     async def _open_round(self, where: ChannelRef) -> tuple[Channel, Round] | Message:
         """The channel and its open round, or the refusal a player gets when there is none."""
         ch = await self.store.channels.by_ref(where)
@@ -499,11 +543,12 @@ class QuizService:
             return error(await self._no_round_text(ch))
         return ch, rnd
 
-    async def hint(self, actor: Actor, where: ChannelRef, *, reveal: bool) -> list[Message]:
+    async def hint(self, actor: Actor, where: ChannelRef, *, reveal: bool, private: bool = False) -> list[Message]:
         """The open round's next hint, privately. Without `reveal` it says what the next one
         costs (and shows the ones already revealed, free); with it, the hint is recorded with
-        the channel's cost and the player's attempts are rescored. A solver needs none."""
-        found = await self._open_round(where)
+        the channel's cost and the player's attempts are rescored. A solver needs none.
+        `private`: for the player's open practice or review question."""
+        found = await self._answerable(actor, where, None, private)
         if isinstance(found, Message):
             return [found]
         ch, rnd = found
@@ -548,12 +593,18 @@ class QuizService:
                                                           if n < total else ""))],
                         data={"round_id": rnd.id, "n": n, "cost": cost})]
 
-    async def answer_form(self, where: ChannelRef) -> Message | None:
-        """What a platform's answer modal needs for the open round: kind, starter code, options."""
+    async def answer_form(self, where: ChannelRef, *, actor: Actor | None = None,
+                          round_id: int | None = None) -> Message | None:
+        """What a platform's answer modal needs for the open round (or, with the actor and the
+        round id of their private question, for that one): kind, starter code, options."""
         ch = await self.store.channels.by_ref(where)
         if ch is None or not ch.enabled:
             return None
         rnd = await self.store.rounds.open_in(ch.id)
+        if actor is not None and round_id is not None and (rnd is None or rnd.id != round_id):
+            found = await self.practice.open_round(actor, where)
+            if not isinstance(found, Message) and found[1].id == round_id:
+                rnd = found[1]
         item = self.bank.items.get(rnd.item_id) if rnd and rnd.item_id else None
         if rnd is None or item is None:
             return None
@@ -683,14 +734,7 @@ class QuizService:
             item = pick.item
             if pick.topic_fallback and week is not None:
                 note = f"(The topic week '{week.title or week.scope}' has no playable items; picked from the whole bank.)"
-        expected = None
-        if item.kind == "output":
-            try:
-                result = await self.pool.grade(output_job(item, job_id=f"expected-{ch.id}-{day}"))
-                if result.get("verdict") == "passed":
-                    expected = str(result.get("stdout") or "")
-            except RunnerUnavailable:
-                log.warning("runner down: %s's expected output will be computed at the first answer", item.id)
+        expected = await self.expected_for(item, f"expected-{ch.id}-{day}")
         # a moderator's round is open for the schedule's duration from now; a scheduled one until
         # the end of its window (also when posted late: the bot was down, or a round was open)
         closes = now + timedelta(minutes=ch.schedule.duration_min)
@@ -720,6 +764,19 @@ class QuizService:
             await self.store.outbox.add(ch.id, self._round_open_message(rnd, item, ch, note), now)
         self._changed()
         return rnd
+
+    async def expected_for(self, item: Item, job_id: str) -> str | None:
+        """An output item's expected output, computed when its round opens; None for other kinds,
+        or when the runner is down (then it is computed at the first answer)."""
+        if item.kind != "output":
+            return None
+        try:
+            result = await self.pool.grade(output_job(item, job_id=job_id))
+            if result.get("verdict") == "passed":
+                return str(result.get("stdout") or "")
+        except RunnerUnavailable:
+            log.warning("runner down: %s's expected output will be computed at the first answer", item.id)
+        return None
 
     def _round_open_message(self, rnd: Round, item: Item, ch: Channel, note: str) -> Message:
         lang = ch.schedule.language
@@ -758,6 +815,10 @@ class QuizService:
         ch = await self.store.channels.get(rnd.channel_id)
         lang = ch.schedule.language if ch else "en"
         item = self.bank.items.get(rnd.item_id) if rnd.item_id else None
+        if ch is not None and ch.private and status != "skipped":
+            msg = await self.practice.closed_message(rnd, ch, item, now)
+            await self.store.outbox.add(rnd.channel_id, msg, now)
+            return True
         if status == "skipped":
             await self.store.answers.void_round(rnd.id)
             await self.store.scores.delete_round(rnd.id)
@@ -783,6 +844,8 @@ class QuizService:
             blocks.append(Block(line))
             if item is not None and item.kind == "code":
                 blocks += await self._approaches(rnd, item, ch)
+            if ch is not None:
+                await self.practice.daily_closed(rnd, ch, now)
             msg = Message(kind="round_close", round_id=rnd.id,
                           title=f"Round {rnd.label} closed{' by ' + by if by else ''}", blocks=blocks, data=stats)
         if not replaced and ch is not None and ch.enabled:

@@ -25,11 +25,29 @@ class AnswerSettings:
 
 
 @dataclass(frozen=True)
+class DigestSettings:
+    """When the weekly digest (and the monthly one, on the first posting day of a month) posts
+    itself, in each channel's time zone; where is each channel's choice (`/quiz digest`)."""
+
+    weekday: int = 0  # Monday
+    time: str = "09:00"
+    destination: str = "off"  # default for channels that chose nothing: off | channel
+
+
+@dataclass(frozen=True)
+class LearningSettings:
+    review_per_day: int = 3  # review questions a player may take per day
+    practice_hours: int = 24  # how long a private question stays open
+    digest: DigestSettings = field(default_factory=DigestSettings)
+
+
+@dataclass(frozen=True)
 class CoreSettings:
     schedule: Schedule = field(default_factory=Schedule)  # defaults for newly enabled channels
     scoring: ScoringRules = field(default_factory=ScoringRules)
     answers: AnswerSettings = field(default_factory=AnswerSettings)
     grading: GradingSettings = field(default_factory=GradingSettings)
+    learning: LearningSettings = field(default_factory=LearningSettings)
     roles: RoleRules = field(default_factory=RoleRules)
     tick_s: float = 20.0  # how often the scheduler looks at the clock
     leaderboard_size: int = 10

@@ -12,6 +12,9 @@ import io
 import textwrap
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
+from typing import Any
+
+from questionbank.render import mistake_hint
 
 from ..storage.repos import Store
 from .leaderboards import rank_rows
@@ -38,6 +41,9 @@ class Digest:
     previous_per_day: list[tuple[date, int]] = field(default_factory=list)
     points_before: dict[int, float] = field(default_factory=dict)  # player id -> points the period before
     language: str = "en"
+    sections: list[tuple[str, int, int]] = field(default_factory=list)  # (section id, tried, solved)
+    mistakes: list[tuple[str, str, int]] = field(default_factory=list)  # (question title, mistake, players)
+    practice: tuple[int, int] = (0, 0)  # players who practised, questions they solved
 
     @property
     def unit(self) -> str:
@@ -61,6 +67,22 @@ def _chapter_headings() -> dict[str, object]:
         return {}
 
 
+def section_name(section: str, language: str = "en") -> str:
+    """The outline's title of a section ("3.2 Gradients and the graph"), or "section 3.2"."""
+    heading = _section_headings().get(section)
+    name = getattr(heading, language, "") or getattr(heading, "en", "") if heading else ""
+    return f"{section} {name}" if name else f"section {section}"
+
+
+@functools.lru_cache(maxsize=1)
+def _section_headings() -> dict[str, object]:
+    try:
+        from questionbank.outline import load_outline
+        return dict(load_outline().sections)
+    except Exception:  # noqa: BLE001 - as for chapters
+        return {}
+
+
 def period_bounds(period: str, today: date, *, last: bool = False) -> tuple[date, date]:
     if period == "month":
         start, end = month_bounds(today)
@@ -79,7 +101,10 @@ def previous(period: str, start: date) -> tuple[date, date]:
     return start - timedelta(days=7), start - timedelta(days=1)
 
 
-async def build_digest(store: Store, channel: Channel, period: str, now: datetime, *, last: bool = False) -> Digest:
+async def build_digest(store: Store, channel: Channel, period: str, now: datetime, *, last: bool = False,
+                       bank: Any = None) -> Digest:
+    """`bank` (the question bank) names what the period's rounds taught: mastery per outline
+    section, and the known mistakes answers behaved like."""
     today = local_date(channel.schedule, now)
     start, end = period_bounds(period, today, last=last)
     by_day = {a.day: (a.players, a.answers) for a in await store.stats.per_day(channel.id, start, end)}
@@ -113,7 +138,24 @@ async def build_digest(store: Store, channel: Channel, period: str, now: datetim
     prev_days = {a.day: a.players for a in await store.stats.per_day(channel.id, p_start, p_end)}
     prev_span = [p_start + timedelta(days=i) for i in range((p_end - p_start).days + 1)]
     previous_per_day = [(day, prev_days.get(day, 0)) for day in prev_span]
+    lang = channel.schedule.language
+    sections: dict[str, list[int]] = {}
+    mistakes: list[tuple[str, str, int]] = []
+    if bank is not None:
+        for item_id, _pid, solved in await store.stats.item_solves(channel.id, start, end):
+            item = bank.items.get(item_id)
+            if item is not None:
+                tried_solved = sections.setdefault(item.section, [0, 0])
+                tried_solved[0] += 1
+                tried_solved[1] += solved
+        for item_id, index, _n, players in await store.stats.common_mistakes(channel.id, start, end):
+            item = bank.items.get(item_id)
+            hint = mistake_hint(item, index) if item is not None else None
+            if item is not None and hint is not None:
+                mistakes.append((item.title.get(lang), hint.get(lang), players))
     return Digest(
+        sections=[(sec, t, s) for sec, (t, s) in sorted(sections.items(), key=lambda kv: _section_key(kv[0]))],
+        mistakes=mistakes, practice=await store.stats.practice_activity(channel.id, start, end),
         previous=(len(prev_rounds), prev_active.answers, prev_active.players),
         previous_per_day=previous_per_day, points_before={r.player_id: float(r.points) for r in before_raw},
         language=channel.schedule.language,
@@ -143,6 +185,16 @@ def render_digest(d: Digest) -> str:
         lines.append("Solved per chapter (players who solved the round / players who tried it): " + ", ".join(
             f"{chapter_name(c, d.language)} {solved}/{tried} ({solved / tried:.0%})"
             for c, tried, solved in d.chapters if tried))
+    if d.sections:
+        lines.append("Mastery per section (solved / tried): " + ", ".join(
+            f"{section_name(sec, d.language)} {solved}/{tried} ({solved / tried:.0%})"
+            for sec, tried, solved in d.sections if tried))
+    if d.mistakes:
+        lines.append("Most common mistakes (recognised in failed answers):")
+        lines += [f"- {title}: {text} ({plural(players, 'player')})" for title, text, players in d.mistakes]
+    if d.practice[0]:
+        lines.append(f"Practice: {plural(d.practice[0], 'player')} solved "
+                     f"{plural(d.practice[1], 'private question')} (`/quiz practice`, `/quiz review`).")
     if d.top:
         lines.append("Top players: " + ", ".join(f"{r.rank}. {r.name} ({r.points:g})" for r in d.top))
     if d.movers:
@@ -151,6 +203,10 @@ def render_digest(d: Digest) -> str:
     if not d.answers:
         lines.append("Nobody answered in this period.")
     return "\n".join(lines)
+
+
+def _section_key(section: str) -> tuple[int, ...]:
+    return tuple(int(p) if p.isdigit() else 0 for p in section.split("."))
 
 
 def _period_label(period: str, start: date) -> str:

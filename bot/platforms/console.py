@@ -76,7 +76,9 @@ class Console:
 
     def render(self, msg: Message, to: str | None = None) -> str:
         head = "[bot"
-        if msg.ephemeral and to:
+        if msg.dm and msg.mention:
+            head += f" -> direct message to {msg.mention}"
+        elif msg.ephemeral and to:
             head += f" -> {to} only"
         elif msg.mention:
             head += f" -> @{msg.mention}"
@@ -91,7 +93,7 @@ class Console:
         return "\n".join(lines)
 
     async def sink(self, ref: ChannelRef, msg: Message) -> str | None:
-        self.print(self.render(msg))
+        self.print(self.render(msg, to=msg.mention if msg.ephemeral else None))
         return f"console-thread-{msg.round_id}" if msg.kind == "round_open" else None
 
     # -- input

@@ -101,7 +101,7 @@ class AnswerModal(discord.ui.Modal):
         await self.adapter.report_failure(interaction, error)
 
 
-Period = Literal["round", "week", "topic", "month", "all"]
+Period = Literal["round", "week", "topic", "month", "all", "practice"]
 
 
 class QuizGroup(app_commands.Group):
@@ -136,6 +136,19 @@ class QuizGroup(app_commands.Group):
     @app_commands.describe(reveal="true reveals the next hint; without it you see what it would cost")
     async def hint(self, interaction: discord.Interaction, reveal: bool = False) -> None:
         await self.adapter.run_command(interaction, f"hint{' reveal' if reveal else ''}")
+
+    @app_commands.command(description="A private question from the bank, on the practice board (not the channel's)")
+    @app_commands.describe(scope="A chapter (3), section (3.2) or question id; empty: the whole bank",
+                           action="question (default), hint, reveal-hint or giveup for your open one")
+    async def practice(self, interaction: discord.Interaction, scope: str | None = None,
+                       action: Literal["question", "hint", "reveal-hint", "giveup"] = "question") -> None:
+        text = {"question": f"practice {scope or ''}".strip(), "hint": "practice hint",
+                "reveal-hint": "practice hint reveal", "giveup": "practice giveup"}[action]
+        await self.adapter.run_command(interaction, text)
+
+    @app_commands.command(description="Privately, a question you failed or gave up, back on a spaced schedule")
+    async def review(self, interaction: discord.Interaction) -> None:
+        await self.adapter.run_command(interaction, "review")
 
     @app_commands.command(description="Start the quiz in this channel (moderators)")
     async def enable(self, interaction: discord.Interaction) -> None:
@@ -198,6 +211,11 @@ class QuizGroup(app_commands.Group):
     async def summary(self, interaction: discord.Interaction, period: Literal["week", "month"] = "week",
                       last: bool = False) -> None:
         await self.adapter.run_command(interaction, f"summary {period}{' last' if last else ''}")
+
+    @app_commands.command(description="The weekly digest posted by itself, here and/or to you (managers)")
+    @app_commands.describe(settings="e.g. `channel on dm on 09:00 mon`, `dm off`, `off`; empty: what is set")
+    async def digest(self, interaction: discord.Interaction, settings: str | None = None) -> None:
+        await self.adapter.run_command(interaction, f"digest {settings or ''}".strip())
 
     @app_commands.command(description="CSV of every scored answer (managers)")
     async def export(self, interaction: discord.Interaction, period: Literal["week", "month", "all"] = "all",
@@ -282,7 +300,10 @@ class DiscordAdapter:
                 if not interaction.response.is_done():
                     await self.show_form(interaction, msg)
                 continue
-            payload = render.payload_for(msg).kwargs()
+            view = (render.round_view(int(msg.data["round_id"]), str(msg.data.get("kind", "")),
+                                      msg.data.get("options") or [], bool(msg.data.get("multiple")))
+                    if msg.kind == "practice_open" else None)  # a private question: its answer buttons
+            payload = render.payload_for(msg, view=view).kwargs()
             if not interaction.response.is_done():
                 await interaction.response.send_message(**payload, ephemeral=msg.ephemeral)
             elif deferred and not msg.ephemeral and interaction.channel is not None:
@@ -333,7 +354,7 @@ class DiscordAdapter:
         """The answer form for the open round: a modal for code and output items, the option
         buttons (privately) for choice items, the core's refusal when there is no round."""
         where = where_of(interaction.channel)
-        form = await self.svc.answer_form(where)
+        form = await self.svc.answer_form(where, actor=self.actor(interaction.user), round_id=round_id)
         if form is None or (round_id is not None and form.data.get("round_id") != round_id):
             await self.reply(interaction, await self.svc.submit(self.actor(interaction.user), where, "",
                                                                 round_id=round_id))
@@ -459,6 +480,9 @@ class DiscordAdapter:
             return None
 
     async def _sink(self, ref: ChannelRef, msg: Message) -> str | None:
+        if (msg.ephemeral or msg.dm) and msg.mention:  # meant for one person only: never the channel
+            await self._post_private(msg)
+            return None
         channel = await self._resolve(ref.channel)
         if msg.kind == "round_open":
             return await self._post_round(channel, msg)
@@ -488,6 +512,22 @@ class DiscordAdapter:
         except discord.HTTPException as exc:  # no thread permission: answers in the channel still work
             log.warning("discord: could not create the round thread: %s", exc)
         return str(posted.id)
+
+    async def _post_private(self, msg: Message) -> None:
+        """A message for one player: on the interaction they answered through while it lasts (an
+        ephemeral follow-up), else as a direct message (a bot cannot post ephemerally unasked)."""
+        interaction = (self.followups.pop(int(msg.data.get("answer_id", 0) or 0))
+                       if msg.kind == "result" and not msg.dm else None)
+        payload = render.payload_for(msg).kwargs()
+        if interaction is not None:
+            try:
+                await interaction.followup.send(**payload, ephemeral=True)
+                return
+            except discord.HTTPException as exc:  # token expired or revoked
+                log.info("discord: private follow-up failed, sending a direct message: %s", exc)
+        assert msg.mention is not None
+        user = self.client.get_user(int(msg.mention)) or await self.client.fetch_user(int(msg.mention))
+        await user.send(**payload)
 
     async def _post_result(self, target: Any, msg: Message) -> None:
         answer_id = int(msg.data.get("answer_id", 0) or 0)

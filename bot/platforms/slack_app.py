@@ -387,7 +387,7 @@ class SlackAdapter:
             try:
                 where, actor = await self._click_context(body, bounded=True)  # the trigger lives 3 s
                 round_id = render.parse_value(action.get("value")).get("round_id")
-                form = await self.svc.answer_form(where)
+                form = await self.svc.answer_form(where, actor=actor, round_id=round_id)
                 if form is None or (round_id is not None and form.data.get("round_id") != round_id):
                     for msg in await self.svc.submit(actor, where, "", round_id=round_id):  # the core's refusal
                         await self.reply(where, actor, msg, respond=respond)
@@ -484,6 +484,8 @@ class SlackAdapter:
         Files go with it; a private message's files go to the player's DM with the bot."""
         if msg.ephemeral:
             extra = []
+            if msg.kind == "practice_open":  # a private question: its answer buttons
+                extra += render.round_actions(msg.data)
             if msg.files:
                 names = ", ".join(f.filename for f in msg.files)
                 sent = await self._dm_files(actor.user_id, msg.files, msg.title)
@@ -608,6 +610,12 @@ class SlackAdapter:
                 if ts and msg.round_id is not None:
                     self.round_posts.put(msg.round_id, (str(posted.get("channel") or channel), ts, blocks))
                 return ts or None
+            if msg.dm and msg.mention:  # a direct message (a manager's digest), files with it
+                dm = str((await self.client.conversations_open(users=msg.mention))["channel"]["id"])
+                await self._post(dm, msg)
+                if msg.files:
+                    await self._upload(dm, msg.files)
+                return None
             if msg.ephemeral and msg.mention:  # meant for one player only
                 await self._ephemeral(channel, msg.mention, msg, thread_ts=thread)
                 return None

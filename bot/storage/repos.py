@@ -34,6 +34,7 @@ def _channel(row: aiosqlite.Row) -> Channel:
         enabled=bool(row["enabled"]), schedule=_schedule(row), scoring=json.loads(row["scoring"] or "{}"),
         options=ChannelOptions.from_json(json.loads(row["options"] or "{}")),
         schedule_since=parse_iso(row["schedule_since"]) if row["schedule_since"] else None,
+        parent_id=row["parent_id"], owner_id=row["owner_id"],
     )
 
 
@@ -45,7 +46,7 @@ def _round(row: aiosqlite.Row) -> Round:
         closed_at=parse_iso(row["closed_at"]) if row["closed_at"] else None, kind=row["kind"],
         difficulty=row["difficulty"], chapter=row["chapter"], language=row["language"],
         expected_output=row["expected_output"], opened_by=row["opened_by"], message_ref=row["message_ref"],
-        number=row["number"], reason=row["reason"],
+        number=row["number"], reason=row["reason"], mode=row["mode"],
     )
 
 
@@ -134,7 +135,29 @@ class Channels:
                                    (json.dumps(options.to_json()), channel_id))
 
     async def enabled(self) -> list[Channel]:
-        return [_channel(r) for r in await self.db.fetchall("SELECT * FROM channels WHERE enabled = 1 ORDER BY id")]
+        return [_channel(r) for r in await self.db.fetchall(
+            "SELECT * FROM channels WHERE enabled = 1 AND parent_id IS NULL ORDER BY id")]
+
+    async def private(self, parent: Channel, owner_id: int, user_id: str, now: datetime) -> Channel:
+        """A player's private channel under a quiz channel (practice and review rounds), created
+        on first use. Never enabled: the scheduler never posts there."""
+        ref = ChannelRef(parent.ref.platform, parent.ref.workspace, f"{parent.ref.channel}~{user_id}",
+                         parent.ref.name)
+        ch = await self.by_ref(ref)
+        if ch is not None:
+            return ch
+        s = parent.schedule
+        self.forget()
+        await self.db.conn.execute(
+            "INSERT INTO channels (platform, workspace, channel, name, enabled, post_time, timezone, weekdays,"
+            " duration_min, language, ramp, created_at, parent_id, owner_id) VALUES (?,?,?,?,0,?,?,?,?,?,?,?,?,?)"
+            " ON CONFLICT (platform, workspace, channel) DO NOTHING",
+            (ref.platform, ref.workspace, ref.channel, ref.name, s.post_time.strftime("%H:%M"), s.timezone,
+             ",".join(map(str, s.weekdays)), s.duration_min, s.language, int(s.ramp), iso(now),
+             parent.id, owner_id))
+        ch = await self.by_ref(ref)
+        assert ch is not None
+        return ch
 
 
 class Players:
@@ -258,19 +281,19 @@ class Rounds:
     async def insert(self, *, channel_id: int, item_id: str | None, local_date: date, scheduled: bool,
                      status: str, opened_at: datetime, closes_at: datetime, kind: str = "",
                      difficulty: int = 0, chapter: int = 0, language: str = "en", opened_by: str = "",
-                     expected_output: str | None = None, reason: str = "") -> int | None:
+                     expected_output: str | None = None, reason: str = "", mode: str = "daily") -> int | None:
         """The new round's id, or None when the day's scheduled round already exists. A posted
         round (with an item) gets the channel's next number; a day without a question none."""
         self.forget()
         row = await self.db.fetchone(
                 "INSERT INTO rounds (channel_id, item_id, local_date, scheduled, status, opened_at, closes_at,"
-                " closed_at, kind, difficulty, chapter, language, opened_by, expected_output, reason, number)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?, CASE WHEN ? IS NULL THEN NULL ELSE"
+                " closed_at, kind, difficulty, chapter, language, opened_by, expected_output, reason, mode, number)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?, CASE WHEN ? IS NULL THEN NULL ELSE"
                 " (SELECT COALESCE(MAX(number), 0) + 1 FROM rounds WHERE channel_id = ?) END)"
                 " ON CONFLICT (channel_id, local_date) WHERE scheduled = 1 DO NOTHING RETURNING id",
                 (channel_id, item_id, local_date.isoformat(), int(scheduled), status, iso(opened_at),
                  iso(closes_at), iso(opened_at) if status != "open" else None, kind, difficulty, chapter,
-                 language, opened_by, expected_output, reason, item_id, channel_id))
+                 language, opened_by, expected_output, reason, mode, item_id, channel_id))
         return int(row[0]) if row else None
 
     async def get(self, round_id: int) -> Round | None:
@@ -319,6 +342,19 @@ class Rounds:
             "SELECT * FROM rounds WHERE status = 'open' AND closes_at <= ? ORDER BY closes_at", (iso(now),))
         return [_round(r) for r in rows]
 
+    async def solved_private(self) -> list[Round]:
+        """Open private rounds their player has solved (they close at once)."""
+        rows = await self.db.fetchall(
+            "SELECT * FROM rounds r WHERE r.status = 'open' AND r.mode != 'daily' AND EXISTS"
+            " (SELECT 1 FROM scores s WHERE s.round_id = r.id AND s.solved = 1)")
+        return [_round(r) for r in rows]
+
+    async def count_mode_on(self, channel_id: int, mode: str, d: date) -> int:
+        row = await self.db.fetchone(
+            "SELECT COUNT(*) FROM rounds WHERE channel_id = ? AND mode = ? AND local_date = ?",
+            (channel_id, mode, d.isoformat()))
+        return int(row[0]) if row else 0
+
     async def set_status(self, round_id: int, status: str, now: datetime) -> bool:
         """Close or skip an open round; False when it was no longer open (someone else won)."""
         self.forget()
@@ -341,13 +377,14 @@ class Rounds:
         self.forget()
         await self.db.conn.execute("UPDATE rounds SET message_ref = ? WHERE id = ?", (ref, round_id))
 
-    async def played_before(self, channel_id: int, opened_at: datetime, limit: int) -> list[int]:
-        """Ids of the channel's earlier played rounds, newest first (the streak looks back along them)."""
+    async def played_before(self, channel_id: int, opened_at: datetime, limit: int) -> list[tuple[int, date]]:
+        """The channel's earlier played rounds (id, local date), newest first (the streak looks
+        back along them)."""
         rows = await self.db.fetchall(
-            "SELECT id FROM rounds WHERE channel_id = ? AND opened_at < ? AND status != 'skipped'"
+            "SELECT id, local_date FROM rounds WHERE channel_id = ? AND opened_at < ? AND status != 'skipped'"
             " AND item_id IS NOT NULL ORDER BY opened_at DESC, id DESC LIMIT ?",
             (channel_id, iso(opened_at), limit))
-        return [r[0] for r in rows]
+        return [(r[0], date.fromisoformat(r[1])) for r in rows]
 
     async def played_after(self, channel_id: int, opened_at: datetime) -> list[Round]:
         rows = await self.db.fetchall(
@@ -708,6 +745,65 @@ class Hints:
         return cur.rowcount == 1
 
 
+class Reviews:
+    """Spaced review: when each item a player failed or gave up in a quiz channel comes back."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def get(self, channel_id: int, player_id: int, item_id: str) -> tuple[int, date] | None:
+        row = await self.db.fetchone(
+            "SELECT step, due_date FROM reviews WHERE channel_id = ? AND player_id = ? AND item_id = ?",
+            (channel_id, player_id, item_id))
+        return (int(row[0]), date.fromisoformat(row[1])) if row else None
+
+    async def put(self, channel_id: int, player_id: int, item_id: str, step: int, due: date, now: datetime) -> None:
+        await self.db.conn.execute(
+            "INSERT INTO reviews (channel_id, player_id, item_id, step, due_date, updated_at) VALUES (?,?,?,?,?,?)"
+            " ON CONFLICT (channel_id, player_id, item_id) DO UPDATE SET step = excluded.step,"
+            " due_date = excluded.due_date, updated_at = excluded.updated_at",
+            (channel_id, player_id, item_id, step, due.isoformat(), iso(now)))
+
+    async def done(self, channel_id: int, player_id: int, item_id: str) -> None:
+        await self.db.conn.execute(
+            "DELETE FROM reviews WHERE channel_id = ? AND player_id = ? AND item_id = ?",
+            (channel_id, player_id, item_id))
+
+    async def due(self, channel_id: int, player_id: int, today: date) -> list[tuple[str, int, date]]:
+        """(item, step, due date) of the items due by `today`, longest overdue first."""
+        rows = await self.db.fetchall(
+            "SELECT item_id, step, due_date FROM reviews WHERE channel_id = ? AND player_id = ? AND due_date <= ?"
+            " ORDER BY due_date, item_id", (channel_id, player_id, today.isoformat()))
+        return [(r[0], int(r[1]), date.fromisoformat(r[2])) for r in rows]
+
+    async def upcoming(self, channel_id: int, player_id: int, after: date) -> tuple[int, date | None]:
+        """How many are scheduled after `after`, and the first of their dates."""
+        row = await self.db.fetchone(
+            "SELECT COUNT(*), MIN(due_date) FROM reviews WHERE channel_id = ? AND player_id = ? AND due_date > ?",
+            (channel_id, player_id, after.isoformat()))
+        return (int(row[0]), date.fromisoformat(row[1]) if row[1] else None) if row else (0, None)
+
+
+class Digests:
+    """Digests posted by themselves: one row per (channel, period, first day, destination)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def posted(self, channel_id: int, period: str, start: date, destination: str) -> bool:
+        row = await self.db.fetchone(
+            "SELECT 1 FROM digests WHERE channel_id = ? AND period = ? AND start_date = ? AND destination = ?",
+            (channel_id, period, start.isoformat(), destination))
+        return row is not None
+
+    async def claim(self, channel_id: int, period: str, start: date, destination: str, now: datetime) -> bool:
+        """Record the digest as posted; False when it already was (inside the queuing transaction)."""
+        cur = await self.db.conn.execute(
+            "INSERT INTO digests (channel_id, period, start_date, destination, posted_at) VALUES (?,?,?,?,?)"
+            " ON CONFLICT DO NOTHING", (channel_id, period, start.isoformat(), destination, iso(now)))
+        return cur.rowcount == 1
+
+
 class Store:
     """All repositories over one database."""
 
@@ -720,5 +816,7 @@ class Store:
         self.answers = Answers(db)
         self.scores = Scores(db)
         self.hints = Hints(db)
+        self.reviews = Reviews(db)
+        self.digests = Digests(db)
         self.outbox = Outbox(db)
         self.stats = Stats(db)

@@ -32,6 +32,7 @@ class StreakRound(NamedTuple):
     round_id: int
     status: str
     solved: bool
+    local_date: date
 
 
 class ChapterRecord(NamedTuple):
@@ -162,10 +163,10 @@ class Stats:
         whether the player solved it."""
         rows = await self.db.fetchall(
             "SELECT r.id, r.status, EXISTS (SELECT 1 FROM scores s WHERE s.round_id = r.id AND s.player_id = ?"
-            " AND s.solved = 1) FROM rounds r WHERE r.channel_id = ? AND r.status != 'skipped'"
+            " AND s.solved = 1), r.local_date FROM rounds r WHERE r.channel_id = ? AND r.status != 'skipped'"
             " AND r.item_id IS NOT NULL ORDER BY r.opened_at DESC, r.id DESC LIMIT ?",
             (player_id, channel_id, limit))
-        return [StreakRound(r[0], r[1], bool(r[2])) for r in rows]
+        return [StreakRound(r[0], r[1], bool(r[2]), date.fromisoformat(r[3])) for r in rows]
 
     async def player_chapters(self, channel_id: int, player_id: int) -> list[ChapterRecord]:
         rows = await self.db.fetchall(
@@ -250,3 +251,60 @@ class Stats:
         rows = await self.db.fetchall(
             "SELECT player_id FROM scores WHERE round_id = ? AND solved = 1 ORDER BY answer_id", (round_id,))
         return [r[0] for r in rows]
+
+    async def round_unsolved(self, round_id: int) -> list[int]:
+        """Players who answered a round (answers not voided) and have not solved it."""
+        rows = await self.db.fetchall(
+            "SELECT DISTINCT player_id FROM answers WHERE round_id = ? AND state != 'void' AND player_id NOT IN"
+            " (SELECT player_id FROM scores WHERE round_id = ? AND solved = 1) ORDER BY player_id",
+            (round_id, round_id))
+        return [int(r[0]) for r in rows]
+
+    # ---------------------------------------------------------------- practice
+
+    async def solved_items(self, channel_id: int, player_id: int) -> set[str]:
+        """Items the player solved in a quiz channel: its daily rounds and their own practice."""
+        rows = await self.db.fetchall(
+            "SELECT DISTINCT r.item_id FROM scores s JOIN rounds r ON r.id = s.round_id WHERE s.player_id = ?"
+            " AND s.solved = 1 AND (s.channel_id = ? OR s.channel_id IN"
+            " (SELECT id FROM channels WHERE parent_id = ? AND owner_id = ?))",
+            (player_id, channel_id, channel_id, player_id))
+        return {str(r[0]) for r in rows if r[0]}
+
+    async def practice_totals(self, channel_id: int) -> list[PlayerTotals]:
+        """Per player, their practice and review rounds under a quiz channel (the practice board)."""
+        rows = await self.db.fetchall(
+            "SELECT c.owner_id, SUM(s.points), SUM(s.solved), COUNT(*) FROM scores s"
+            " JOIN channels c ON c.id = s.channel_id WHERE c.parent_id = ? GROUP BY c.owner_id", (channel_id,))
+        return _totals(rows)
+
+    # ---------------------------------------------------------------- digests: mastery and mistakes
+
+    async def item_solves(self, channel_id: int, start: date, end: date) -> list[tuple[str, int, int]]:
+        """(item, player, solved 0/1) for each player who scored in each round of local dates
+        start..end (the digest maps items to their outline sections)."""
+        rows = await self.db.fetchall(
+            "SELECT r.item_id, s.player_id, MAX(s.solved) FROM scores s JOIN rounds r ON r.id = s.round_id"
+            " WHERE s.channel_id = ? AND s.local_date >= ? AND s.local_date <= ? GROUP BY s.round_id, s.player_id",
+            (channel_id, start.isoformat(), end.isoformat()))
+        return [(str(r[0]), int(r[1]), int(r[2] or 0)) for r in rows if r[0]]
+
+    async def common_mistakes(self, channel_id: int, start: date, end: date,
+                              limit: int = 3) -> list[tuple[str, int, int, int]]:
+        """The known mistakes answers of the period behaved like, most players first:
+        (item, mistake index, answers, players)."""
+        rows = await self.db.fetchall(
+            "SELECT r.item_id, a.mistake, COUNT(*), COUNT(DISTINCT a.player_id) FROM answers a"
+            " JOIN rounds r ON r.id = a.round_id WHERE a.channel_id = ? AND a.mistake IS NOT NULL"
+            " AND a.state = 'graded' AND r.local_date >= ? AND r.local_date <= ? GROUP BY r.item_id, a.mistake"
+            " ORDER BY COUNT(DISTINCT a.player_id) DESC, COUNT(*) DESC, r.item_id LIMIT ?",
+            (channel_id, start.isoformat(), end.isoformat(), limit))
+        return [(str(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in rows]
+
+    async def practice_activity(self, channel_id: int, start: date, end: date) -> tuple[int, int]:
+        """Players who practised under a quiz channel in start..end, and the questions they solved."""
+        row = await self.db.fetchrow(
+            "SELECT COUNT(DISTINCT c.owner_id), COALESCE(SUM(s.solved), 0) FROM scores s"
+            " JOIN channels c ON c.id = s.channel_id WHERE c.parent_id = ? AND s.local_date >= ?"
+            " AND s.local_date <= ?", (channel_id, start.isoformat(), end.isoformat()))
+        return int(row[0] or 0), int(row[1] or 0)

@@ -644,3 +644,58 @@ async def test_every_core_command_has_a_slash_command(bot: Bot) -> None:
 
     names = {c.name for c in bot.adapter.group.commands}
     assert set(HELP) <= names, sorted(set(HELP) - names)
+
+
+async def test_practice_is_ephemeral_with_its_own_answer_button_and_private_results(bot: Bot) -> None:
+    """`/quiz practice` answers privately with the question and its Answer button; the answer
+    goes through the modal; its result comes back on that interaction and the close (the
+    explanation) as a direct message: nothing reaches the channel."""
+    user = create_autospec(discord.User, instance=True)
+    dms: list[dict[str, Any]] = []
+    user.send.side_effect = lambda content=None, **kw: dms.append({"content": content, **kw})
+    bot.adapter.client.get_user = lambda uid: user if uid == ALICE.id else None  # type: ignore[method-assign]
+    await bot.slash(MOD, "enable")
+    before = len(bot.world.posts)
+    q = await bot.slash(ALICE, "practice", scope="c2")
+    call = q.response.send_message.call_args
+    assert call.kwargs["ephemeral"] is True and call.kwargs["embed"].title.startswith("Practice #1")
+    ids = [c.custom_id for c in call.kwargs["view"].children]
+    assert len(ids) == 1  # the Answer button, carrying the private round
+    click = interaction(ALICE, bot.world.channel, data={"custom_id": ids[0], "component_type": 2})
+    await bot.adapter.on_component(click)
+    modal = click.response.send_modal.call_args.args[0]
+    submit = interaction(ALICE, bot.world.channel)
+    await submit_modal(modal, submit, "def solve(x):\n    return x * 2  # PASS\n")
+    await bot.settle()
+    followed = submit.followup.send.call_args
+    assert followed.kwargs["ephemeral"] is True and "passed" in sent_text(followed).lower()
+    assert len(dms) == 1 and "Solved" in dms[0]["embed"].description
+    assert len(bot.world.posts) == before  # nothing in the channel
+    # another player clicking Alice's button gets the core's refusal, privately
+    other = interaction(BOB, bot.world.channel, data={"custom_id": ids[0], "component_type": 2})
+    await bot.adapter.on_component(other)
+    assert "no open practice question" in sent_text(other.response.send_message.call_args)
+    board = await bot.slash(BOB, "leaderboard", period="practice")
+    assert "Alice" in sent_text(board.response.send_message.call_args)
+    review = await bot.slash(ALICE, "review")
+    assert "Nothing to review today" in sent_text(review.response.send_message.call_args)
+
+
+async def test_a_digest_posts_itself_to_the_channel_and_a_managers_direct_messages(bot: Bot) -> None:
+    user = create_autospec(discord.User, instance=True)
+    dms: list[dict[str, Any]] = []
+    user.send.side_effect = lambda content=None, **kw: dms.append({"content": content, **kw})
+    bot.adapter.client.get_user = lambda uid: user if uid == MOD.id else None  # type: ignore[method-assign]
+    await bot.slash(MOD, "enable")
+    said = await bot.slash(MOD, "digest", settings="channel on dm on 10:00 mon")
+    assert "you among them" in sent_text(said.response.send_message.call_args)
+    await bot.slash(MOD, "post", item="c1")
+    await bot.say(ALICE, RIGHT, bot.thread())
+    await bot.settle()
+    bot.svc.clock.advance(timedelta(days=7, hours=4))  # Monday 10:00 UTC
+    await bot.settle()
+    summaries = [p for p in bot.world.in_(bot.world.channel) if p.get("embed") is not None
+                 and "summary (posted automatically)" in p["embed"].title]
+    assert len(summaries) == 1 and summaries[0]["files"][0].filename.endswith(".png")
+    assert len(dms) == 1 and "summary (posted automatically)" in dms[0]["embed"].title
+    assert dms[0]["files"][0].filename.endswith(".png")

@@ -82,7 +82,9 @@ async def test_week_of_rounds_penalties_streaks_ties(make):
     h.clock.advance(timedelta(hours=9))
     await h.svc.settle()
     bob = (await h.cmd(BOB, "me"))[0]
-    assert bob.data["streak"] == 0 and bob.data["best_streak"] == 2  # Bob missed Wednesday
+    # Bob missed Wednesday: the week's one streak freeze (the default) keeps his streak
+    assert bob.data["streak"] == 2 and bob.data["best_streak"] == 2 and bob.data["freezes_left"] == 0
+    assert "streak freezes left this week: 0 of 1" in bob.text
 
     # Thursday, Friday: difficulties 4 and 5; the weekend posts nothing
     await to_posting(h)

@@ -891,3 +891,43 @@ async def test_hints_are_ephemeral_and_named_mistakes_show_in_the_result(slack: 
     await slack.settle()
     result = [p for p in slack.fake.posts(thread=post["ts"]) if "answer #" in p["text"]][-1]
     assert "This looks like a known mistake: You returned the input unchanged" in shown(result)
+
+
+async def test_practice_is_ephemeral_answered_through_its_button_and_never_in_the_channel(slack: Slack) -> None:
+    await slack.slash(MOD, "enable")
+    await slack.settle()
+    before = len(slack.fake.posts(channel=CHANNEL))
+    await slack.slash(ALICE, "practice c2")
+    q = slack.fake.ephemerals(ALICE)[-1]
+    assert q["channel"] == CHANNEL and "Practice #1" in shown(q)
+    await slack.click(ALICE, {**q, "ts": slack.fake.next_ts()}, render.ACTION_ANSWER)  # ephemeral: no ts of its own
+    view = slack.fake.called("views.open")[-1]["view"]
+    status, _ = await slack.submit_view(ALICE, view, "def solve(x):\n    return x * 2  # PASS\n")
+    assert status == 200
+    await slack.settle()
+    private = [shown(p) for p in slack.fake.ephemerals(ALICE)]
+    assert any("passed" in t.lower() and "answer #" in t for t in private)
+    assert any("Solved" in t and "practice board" in t for t in private)
+    assert len(slack.fake.posts(channel=CHANNEL)) == before  # nothing public
+    await slack.slash(ALICE, "review")
+    assert "Nothing to review today" in shown(slack.fake.ephemerals(ALICE)[-1])
+    await slack.slash(BOB, "leaderboard practice")
+    assert "Practice" in shown(slack.fake.posts(channel=CHANNEL)[-1]) and "Alice" in shown(slack.fake.posts(channel=CHANNEL)[-1])
+
+
+async def test_a_digest_posts_itself_and_reaches_a_managers_direct_messages(slack: Slack) -> None:
+    await slack.slash(MOD, "enable")
+    await slack.slash(MOD, "digest channel on dm on 10:00 mon")
+    assert "you among them" in shown(slack.fake.ephemerals(MOD)[-1])
+    await slack.slash(MOD, "post c1")
+    await slack.settle()
+    await slack.say(ALICE, RIGHT, thread=slack.round_post()["ts"])
+    await slack.settle()
+    slack.svc.clock.advance(timedelta(days=7, hours=4))  # Monday 10:00 UTC
+    await slack.settle()
+    opened = slack.fake.called("conversations.open")
+    assert opened and opened[-1]["users"] == MOD
+    posts = [p for p in slack.fake.called("chat.postMessage") if "posted automatically" in p["text"]]
+    assert sorted(p["channel"] for p in posts) == sorted([CHANNEL, f"D{MOD}"])
+    uploaded = {p.get("channel_id") for p in slack.fake.called("files.completeUploadExternal")}
+    assert {CHANNEL, f"D{MOD}"} <= uploaded  # the chart, in both places

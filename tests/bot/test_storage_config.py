@@ -105,3 +105,17 @@ def test_example_config_loads_and_secrets_come_from_env(monkeypatch, tmp_path):
     with pytest.raises(ConfigError, match="not valid YAML"):
         p.write_text("a: [\n")
         load_config(p)
+
+
+def test_learning_settings_load_and_bad_ones_are_named():
+    cfg = parse_config({"learning": {"review_per_day": 5, "practice_hours": 12,
+                                     "digest": {"weekday": "fri", "time": "17:30"}},
+                        "scoring": {"streak_freezes": 2}})
+    le = cfg.core.learning
+    assert (le.review_per_day, le.practice_hours, le.digest.weekday, le.digest.time) == (5, 12, 4, "17:30")
+    assert cfg.core.scoring.streak_freezes == 2
+    with pytest.raises(ConfigError) as err:
+        parse_config({"learning": {"review_per_day": 0, "digest": {"weekday": "someday", "time": 930, "at": 1}}})
+    text = str(err.value)
+    for path in ("learning.review_per_day", "learning.digest.weekday", "learning.digest.time", "learning.digest.at"):
+        assert path in text, (path, text)
