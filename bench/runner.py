@@ -3,25 +3,45 @@
 Prints figures; the last line is
 `runner: warm_p50_ms=… cold_p50_ms=… speedup=… throughput_per_s=… parent_peak_mb=…`.
 
+The warm runs are traced (`trace: true`, runner/trace.py): stamps in the parent, the zygote's
+side and the job give a per-phase breakdown (the median of each phase over the warm gradings,
+HTTP being what the client saw beyond the engine's own time).
+
+`--baseline REV` runs another commit's runner beside this checkout's, in the same run on the same
+machine: the warm gradings and the throughput are measured in alternating rounds (each round
+starts with the other runner), and each side gets its own figures, its own client (the baseline's
+`runner/client.py`) and its phases, so a change is compared against the code before it without
+the load of the machine drifting in between.
+
 The hostile phase sends frames built to stall or bloat the trusted parent (a header at its size
 cap, a huge case list, a blob table reused by many tensors) alongside correct answers, and
 reports the parent's peak resident memory, how long the service took to answer a health check
 meanwhile, and what the innocent answers got.
 Run: .venv/bin/python bench/runner.py [--warm N] [--cold N] [--seconds S] [--clients C]
+     [--baseline REV [--rounds R]] [--no-cold] [--no-hostile]
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import importlib.util
+import io
 import statistics
+import subprocess
 import sys
+import tarfile
 import tempfile
 import time
+from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 from runner.embedded import EmbeddedRunner  # noqa: E402
+from runner.trace import LABELS, phases  # noqa: E402
 
 JOB = {
     "kind": "code",
@@ -59,15 +79,55 @@ def pct(data: list[float], q: float) -> float:
     return data[min(len(data) - 1, int(q * len(data)))]
 
 
-async def warm(client, n: int, job: dict = JOB) -> list[float]:
+async def warm(client, n: int, job: dict = JOB, traces: list[dict[str, float]] | None = None) -> list[float]:
     await client.grade(job)  # fill the reference cache, as a day's first answer does
     out = []
     for _ in range(n):
         t = time.perf_counter()
         r = await client.grade(job)
-        out.append((time.perf_counter() - t) * 1000)
+        ms = (time.perf_counter() - t) * 1000
+        out.append(ms)
         assert r["verdict"] == "passed", r
+        if traces is not None:
+            traces.append(_phases(r, ms))
     return out
+
+
+def _phases(result: dict[str, Any], client_ms: float) -> dict[str, float]:
+    """One grading's phases (ms) from the stamps in its timings; HTTP is the client's time
+    beyond the engine's."""
+    stamps = {k[2:]: v for k, v in result.get("timings", {}).items() if k.startswith("t_")}
+    out = phases(stamps)
+    if "end" in stamps:
+        out["http"] = client_ms - (stamps["end"] - stamps.get("recv", 0.0))
+    return out
+
+
+def print_phases(traces: list[dict[str, float]], who: str = "") -> None:
+    """The median of each phase over the gradings, in the order the phases happen."""
+    if not traces or not any(traces):
+        print(f"{who}phases: no timestamps (a runner without `trace`)")
+        return
+    by: dict[str, list[float]] = defaultdict(list)
+    order: dict[str, float] = defaultdict(float)
+    for t in traces:
+        at = 0.0
+        for name, ms in t.items():
+            by[name].append(ms)
+            if name != "http":
+                at += ms
+                order[name] += at
+    names = sorted((n for n in by if n != "http"), key=lambda n: order[n] / len(by[n]))
+    print(f"{who}per-phase medians over {len(traces)} warm gradings (ms):")
+    rows = [("http", "HTTP in+out (client minus engine)")] + [(n, LABELS.get(n, n)) for n in names]
+    for name, label in rows:
+        vals = by.get(name)
+        if not vals:
+            continue
+        seen = "" if len(vals) == len(traces) else f"  (in {len(vals)} of {len(traces)})"
+        print(f"  {label:<40} {statistics.median(vals):7.2f}  p95 {pct(vals, .95):6.2f}{seen}")
+    line = " ".join(f"{n}={statistics.median(by[n]):.1f}" for n, _ in rows if by.get(n))
+    print(f"{who}phases_ms: {line}")
 
 
 async def cold(client, n: int) -> list[float]:
@@ -159,20 +219,109 @@ async def hostile(client, pid: int, rounds: int = 3) -> float:
     return peak
 
 
+def _baseline_tree(rev: str, dest: Path) -> Path:
+    """The baseline commit's `runner` package, unpacked beside a copy of nothing else. Not under
+    /tmp: a checkout there keeps the jobs' /tmp read-only (runner/sandbox.py)."""
+    data = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "runner"], check=True,
+                          capture_output=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        tar.extractall(dest, filter="data")
+    return dest
+
+
+def _client_class(root: Path) -> Any:
+    """`RunnerClient` as that checkout has it (keep-alive or not is part of what is compared)."""
+    spec = importlib.util.spec_from_file_location(f"bench_client_{abs(hash(str(root)))}", root / "runner" / "client.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.RunnerClient
+
+
+@contextlib.asynccontextmanager
+async def _runner(config: Path, root: Path | None = None):
+    """A traced runner from this checkout, or from `root`, with that checkout's client."""
+    embedded = EmbeddedRunner(config_path=str(config), package_root=str(root) if root else None)
+    own = await embedded.start()
+    client = own if root is None else _client_class(root)(own.url, own.token, timeout=60.0)
+    try:
+        yield embedded, client
+    finally:
+        close = getattr(client, "close", None)
+        if close is not None:
+            await close()
+        if client is not own and hasattr(own, "close"):
+            await own.close()
+        await embedded.stop()
+
+
+async def compare(args: argparse.Namespace, config: Path) -> None:
+    """This checkout against `--baseline`, alternating rounds in one run."""
+    with tempfile.TemporaryDirectory(prefix="baseline-", dir=str(ROOT / ".bench")) as tmp:
+        base = _baseline_tree(args.baseline, Path(tmp))
+        async with _runner(config, base) as (_e0, old), _runner(config) as (_e1, new):
+            sides = {"before": old, "after": new}
+            for c in sides.values():
+                await warm(c, 3)
+            lat: dict[str, list[float]] = {k: [] for k in sides}
+            traces: dict[str, list[dict[str, float]]] = {k: [] for k in sides}
+            done: dict[str, float] = dict.fromkeys(sides, 0.0)
+            spent: dict[str, float] = dict.fromkeys(sides, 0.0)
+            rounds = max(1, args.rounds)
+            per = max(1, args.warm // rounds)
+            for r in range(rounds):
+                order = list(sides) if r % 2 == 0 else list(sides)[::-1]
+                for k in order:
+                    lat[k] += await warm(sides[k], per, traces=traces[k])
+                for k in order:
+                    t = time.perf_counter()
+                    rate = await throughput(sides[k], args.seconds / rounds, args.clients)
+                    dt = time.perf_counter() - t
+                    done[k] += rate * dt
+                    spent[k] += dt
+            print(f"same run, {rounds} alternating rounds; before = {args.baseline}, after = this checkout")
+            for k in sides:
+                w, tp = lat[k], done[k] / spent[k]
+                print(f"{k}: warm n={len(w)} p50={pct(w, .5):.1f} ms p95={pct(w, .95):.1f} ms; "
+                      f"throughput {tp:.1f} gradings/s with {args.clients} clients")
+                print_phases(traces[k], f"{k}: ")
+            for k in sides:
+                w = lat[k]
+                print(f"runner[{k}]: warm_p50_ms={pct(w, .5):.1f} warm_p95_ms={pct(w, .95):.1f} "
+                      f"throughput_per_s={done[k] / spent[k]:.1f}")
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--warm", type=int, default=50)
     ap.add_argument("--cold", type=int, default=5)
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--baseline", help="a commit to compare against, in the same run (e.g. main)")
+    ap.add_argument("--rounds", type=int, default=4, help="alternating rounds with --baseline")
+    ap.add_argument("--no-cold", action="store_true", help="skip the cold figures")
+    ap.add_argument("--no-hostile", action="store_true", help="skip the hostile phase")
     args = ap.parse_args()
-    embedded = EmbeddedRunner()
+    (ROOT / ".bench").mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="cfg-", dir=str(ROOT / ".bench")) as tmp:
+        config = Path(tmp) / "trace.yaml"
+        config.write_text("trace: true\n")
+        if args.baseline:
+            await compare(args, config)
+            return
+        await single(args, config)
+
+
+async def single(args: argparse.Namespace, config: Path) -> None:
+    embedded = EmbeddedRunner(config_path=str(config))
     async with embedded as client:
         health = await client.health()
         print(f"torch {health['torch']}, cuda {health['cuda']}, workers {health['workers']}, "
               f"sandbox {'+'.join(health['sandbox'])}")
-        w = await warm(client, args.warm)
+        traces: list[dict[str, float]] = []
+        w = await warm(client, args.warm, traces=traces)
         print(f"warm HTTP end-to-end: n={len(w)} p50={pct(w, .5):.1f} ms p95={pct(w, .95):.1f} ms")
+        print_phases(traces)
         o = await warm(client, max(5, args.warm // 5), OPTIM_JOB)
         print(f"warm, a job that builds an optimizer: n={len(o)} p50={pct(o, .5):.1f} ms")
         r2 = await warm(client, max(5, args.warm // 5), RANKS_JOB) if health.get("capabilities", {}).get("ranks", 1) >= 2 else []
@@ -181,13 +330,18 @@ async def main() -> None:
         tp = await throughput(client, args.seconds, args.clients)
         print(f"throughput: {tp:.1f} gradings/s with {args.clients} concurrent clients")
         assert embedded.proc is not None
-        peak = await hostile(client, embedded.proc.pid)
-    with tempfile.TemporaryDirectory() as tmp:
-        cfg = Path(tmp) / "cold.yaml"
+        peak = await hostile(client, embedded.proc.pid) if not args.no_hostile else float("nan")
+        if hasattr(client, "close"):
+            await client.close()
+    c = [float("nan")]
+    if not args.no_cold:
+        cfg = config.parent / "cold.yaml"
         cfg.write_text("cold_start: true\n")
         async with EmbeddedRunner(config_path=str(cfg)) as client:
             c = await cold(client, args.cold)
-    print(f"cold (fresh sandboxed interpreter per job): n={len(c)} p50={statistics.median(c):.0f} ms")
+            if hasattr(client, "close"):
+                await client.close()
+        print(f"cold (fresh sandboxed interpreter per job): n={len(c)} p50={statistics.median(c):.0f} ms")
     speedup = statistics.median(c) / pct(w, .5)
     print(f"runner: warm_p50_ms={pct(w, .5):.1f} cold_p50_ms={statistics.median(c):.0f} "
           f"speedup={speedup:.0f}x throughput_per_s={tp:.1f} parent_peak_mb={peak:.0f}"

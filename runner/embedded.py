@@ -51,8 +51,11 @@ class EmbeddedRunner:
     """`async with EmbeddedRunner() as client:` (or `with`): a sandboxed runner while the block runs."""
 
     def __init__(self, *, config_path: str | None = None, allow_unsandboxed: bool = False,
-                 startup_timeout: float = 120.0, python: str | None = None) -> None:
+                 startup_timeout: float = 120.0, python: str | None = None,
+                 package_root: str | None = None) -> None:
         self.config_path = config_path
+        # where the `runner` package it starts lives (the benchmark runs another checkout's beside this one)
+        self.package_root = package_root or PACKAGE_ROOT
         self.allow_unsandboxed = allow_unsandboxed
         self.startup_timeout = startup_timeout
         self.python = python or sys.executable
@@ -69,14 +72,16 @@ class EmbeddedRunner:
         port = _free_port()
         token = secrets.token_urlsafe(24)
         env = dict(os.environ, RUNNER_TOKEN=token,
-                   PYTHONPATH=PACKAGE_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+                   PYTHONPATH=self.package_root + os.pathsep + os.environ.get("PYTHONPATH", ""))
         args = [self.python, "-m", "runner", "serve", "--host", "127.0.0.1", "--port", str(port)]
         if self.config_path:
             args += ["--config", self.config_path]
         if self.allow_unsandboxed:
             args.append("--allow-unsandboxed")
         self.proc = subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+                                     stderr=subprocess.STDOUT, preexec_fn=_die_with_parent,
+                                     # `-m runner` looks in the working directory first
+                                     cwd=None if self.package_root == PACKAGE_ROOT else self.package_root)
         self._ready = threading.Event()
         self._url, self._token = f"http://127.0.0.1:{port}", token
         threading.Thread(target=self._read_log, args=(self._ready,), daemon=True).start()

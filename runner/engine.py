@@ -223,34 +223,42 @@ class Engine:
         }
 
     # ------------------------------------------------------------------ one sandboxed process
-    async def _run(self, payload: dict[str, Any], limits: Limits) -> RawRun:
+    async def _run(self, payload: dict[str, Any], limits: Limits,
+                   trace: dict[str, float] | None = None) -> RawRun:
         queued = time.monotonic()
         async with self.slots:
             self.busy += 1
             try:
-                raw = await self._run_unlocked(payload, limits)
+                if trace is not None:
+                    trace["slot"] = time.monotonic()
+                raw = await self._run_unlocked(payload, limits, trace)
                 raw.queue_ms = (time.monotonic() - queued) * 1000 - raw.wall_ms
                 return raw
             finally:
                 self.busy -= 1
 
-    async def _run_unlocked(self, payload: dict[str, Any], limits: Limits) -> RawRun:
+    async def _run_unlocked(self, payload: dict[str, Any], limits: Limits,
+                            trace: dict[str, float] | None = None) -> RawRun:
         if self.config.cold_start and payload.get("kind") != "capabilities":
             # Benchmark baseline: a fresh jailed interpreter (and `import torch`) per process.
             cold = Zygote(self.plan, inductor=self.config.inductor)
             await cold.start()
             try:
-                return await self._run_in(cold, payload, limits)
+                return await self._run_in(cold, payload, limits, trace)
             finally:
                 await cold.stop()
-        return await self._run_in(await self._ensure_zygote(), payload, limits)
+        return await self._run_in(await self._ensure_zygote(), payload, limits, trace)
 
-    async def _run_in(self, zygote: Zygote, payload: dict[str, Any], limits: Limits) -> RawRun:
+    async def _run_in(self, zygote: Zygote, payload: dict[str, Any], limits: Limits,
+                      trace: dict[str, float] | None = None) -> RawRun:
         payload = dict(payload, limits=limits.as_dict(), threads=self.config.threads_per_job,
                        gpu_memory_fraction=self.config.gpu_memory_fraction,
                        max_observation_bytes=self.config.max_observation_mb << 20,
                        tmp_is_scratch=self.plan.tmp_is_scratch if self.plan else False)
-        raw = RawRun(cpu_limit=float(limits.cpu_s), wall_limit=float(limits.wall_s))
+        raw = RawRun(cpu_limit=float(limits.cpu_s), wall_limit=float(limits.wall_s), trace=trace)
+        if trace is not None:
+            payload["trace"] = True
+            trace["submit"] = time.monotonic()
         pipes = [os.pipe() for _ in range(4)]  # ctl, result, stdout, stderr
         for r, _w in pipes:
             os.set_blocking(r, False)
@@ -271,6 +279,8 @@ class Engine:
             return raw
         for fd in write_ends:
             os.close(fd)
+        if trace is not None:
+            trace["submitted"] = time.monotonic()
         feed = asyncio.ensure_future(_feed_pipe(pay_w, data))
         try:
             group = (self.cgroups.create(int(limits.memory_mb) << 20, int(limits.processes),
@@ -291,6 +301,7 @@ class Engine:
 
     async def grade_job(self, job: Job) -> Result:
         received = time.monotonic()
+        trace: dict[str, float] | None = {"recv": received} if self.config.trace else None
         limits = self.config.defaults.clamp(job.limits, self.config.maxima)
         missing = self.capabilities().missing(job.requires, job.features, job.ranks)
         if missing:
@@ -298,14 +309,19 @@ class Engine:
         elif job.kind == "output":
             raw = await self._run({"kind": "output", "role": "snippet", "code": job.snippet,
                                    "seed": job.seed, "requires": job.requires,
-                                   "allow_exec": job.allow_exec}, limits)
+                                   "allow_exec": job.allow_exec}, limits, trace)
             result = await self._off_loop(judge.judge_output, raw)
             result.timings = {"queue_ms": round(raw.queue_ms, 1), "run_ms": round(raw.wall_ms, 1)}
         else:
-            result = await self._grade_code(job, limits)
+            result = await self._grade_code(job, limits, trace)
         result.job_id = job.job_id
-        total = (time.monotonic() - received) * 1000
+        end = time.monotonic()
+        total = (end - received) * 1000
         result.timings = dict(result.timings, total_ms=round(total, 1))
+        if trace is not None:
+            trace.setdefault("judged", end)
+            trace["end"] = end
+            result.timings.update({f"t_{k}": round((v - received) * 1000, 3) for k, v in trace.items()})
         result.runner = {"version": __version__, "torch": self.caps.get("torch"),
                          "cuda": (self.caps.get("cuda") or {}).get("name"),
                          "sandbox": "+".join(self.features)}
@@ -355,15 +371,17 @@ class Engine:
         finally:
             self.ref_inflight.pop(key, None)
 
-    async def _grade_code(self, job: Job, limits: Limits) -> Result:
+    async def _grade_code(self, job: Job, limits: Limits, trace: dict[str, float] | None = None) -> Result:
         (ref, problem), raw = await asyncio.gather(
             self._reference(job, limits),
-            self._run(_code_payload(job, "submission", job.submission), limits))
+            self._run(_code_payload(job, "submission", job.submission), limits, trace))
         if ref is None:
             return judge.reference_failed(problem or "no result")
         tol = job.tolerances
         rtol, atol = float(tol.get("rtol", 1e-5)), float(tol.get("atol", 1e-8))
         res: Result = await self._off_loop(judge.judge_submission, ref, raw, rtol=rtol, atol=atol)
+        if trace is not None:
+            trace["judged"] = time.monotonic()
         res.timings = {"queue_ms": round(raw.queue_ms, 1), "run_ms": round(raw.wall_ms, 1)}
         if job.mistakes and res.verdict in (Verdict.FAILED, Verdict.ERROR):
             res.mistake = await self._recognise(job, limits, raw, len(ref.cases), rtol=rtol, atol=atol)

@@ -169,10 +169,16 @@ class TorchSnapshot:
 _MISSING = object()
 
 
-def run_code_job(payload: dict[str, Any], started: Callable[[int], None] = lambda i: None) -> dict[str, Any]:
+def _no_stamp(name: str) -> None:
+    pass
+
+
+def run_code_job(payload: dict[str, Any], started: Callable[[int], None] = lambda i: None,
+                 stamp: Callable[[str], None] = _no_stamp) -> dict[str, Any]:
     """Build cases, load the code, run each case and its probe; return the frame header + encoder.
 
-    `started(i)` is told before case i runs, so a job killed mid-way can name the case."""
+    `started(i)` is told before case i runs, so a job killed mid-way can name the case; `stamp`
+    takes the benchmark's timestamps (`runner/trace.py`), a no-op unless it asked for them."""
     import torch
 
     enc = Encoder(max_bytes=int(payload.get("max_observation_bytes", 16 << 20)))
@@ -180,6 +186,7 @@ def run_code_job(payload: dict[str, Any], started: Callable[[int], None] = lambd
 
     # 1. trusted setup, before any untrusted code is loaded
     _seed(int(payload.get("seed", 0)))
+    stamp("seeded")
     setup_g = _module_globals(SETUP_MODULE)
     exec(compile(payload["setup"], "<setup>", "exec"), setup_g)
     cases = list(setup_g["make_cases"]())
@@ -197,7 +204,9 @@ def run_code_job(payload: dict[str, Any], started: Callable[[int], None] = lambd
         run_ranks(payload, ranks, cases, probe_fn, header, enc, started)
         del torch
         return {"header": header, "encoder": enc}
+    stamp("cases")
     snapshot = TorchSnapshot()
+    stamp("snapshot")
     # Bound now, before any untrusted code: rebinding the module's names later changes nothing
     # here (and is itself reported as tampering).
     restore = _restorer(snapshot, header)
@@ -222,6 +231,7 @@ def run_code_job(payload: dict[str, Any], started: Callable[[int], None] = lambd
         else:
             slot["error"] = value
         restore()
+    stamp("ran")
     del torch
     return {"header": header, "encoder": enc}
 
@@ -334,7 +344,7 @@ def run_capabilities(payload: dict[str, Any]) -> dict[str, Any]:
             "encoder": Encoder(max_bytes=1)}
 
 
-def run(payload: dict[str, Any], res_fd: int) -> None:
+def run(payload: dict[str, Any], res_fd: int, stamp: Callable[[str], None] = _no_stamp) -> None:
     """Entry point in the job's PID 1 after lock-down. Writes one frame, then exits."""
     import torch
 
@@ -351,7 +361,7 @@ def run(payload: dict[str, Any], res_fd: int) -> None:
 
     try:
         if kind == "code":
-            out = run_code_job(payload, started)
+            out = run_code_job(payload, started, stamp)
         else:
             out = {"output": run_output_job, "capabilities": run_capabilities}[kind](payload)
         final_check = out["header"].pop("restore", None)
@@ -368,6 +378,7 @@ def run(payload: dict[str, Any], res_fd: int) -> None:
     except BaseException:  # noqa: BLE001
         pass
     write_all(res_fd, frame)
+    stamp("written")
     os.close(res_fd)
     os._exit(0)
 

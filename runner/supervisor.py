@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import signal
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +47,7 @@ class RawRun:
     running_case: int | None = None  # the last case the job started, from its progress marks
     marks: int = 0  # how many progress marks it wrote (one per case it started)
     queue_ms: float = 0.0
+    trace: dict[str, float] | None = None  # the benchmark's timestamps (runner/trace.py), when asked
 
     @property
     def signal(self) -> int | None:
@@ -139,8 +141,13 @@ class Supervisor:
             if (len(self.ctl_buf), self.pid, self.raw.status) == seen and self.ctl in self.open_fds:
                 return  # nothing more to read now
 
+    def _stamp(self, name: str) -> None:
+        if self.raw.trace is not None:
+            self.raw.trace[name] = time.monotonic()
+
     def _on_ctl(self, msg: dict[str, Any]) -> None:
         if "pid" in msg:
+            self._stamp("pid")
             self.pid = int(msg["pid"])
             try:
                 self.pidfd = os.pidfd_open(self.pid)
@@ -151,8 +158,13 @@ class Supervisor:
                     self.group.add(self.pid)
             except OSError as e:
                 log.warning("could not move job %s into its cgroup: %s", self.pid, e)
+            self._stamp("attached")
             self._release_go(b"G")
+            self._stamp("go")
         elif "status" in msg:
+            self._stamp("status")
+            if self.raw.trace is not None and isinstance(msg.get("trace"), dict):
+                self.raw.trace.update({k: float(v) for k, v in msg["trace"].items()})
             self.raw.status = int(msg["status"])
             self.raw.cpu_s = float(msg.get("cpu_s", 0.0))
             self.raw.elapsed_s = float(msg.get("elapsed_s", 0.0))
@@ -267,6 +279,7 @@ class Supervisor:
             raw.running_case, raw.frame = None, data
         raw.stdout = bytes(self.bufs[self.out])
         raw.stderr = bytes(self.bufs[self.err])
+        self._stamp("answer")
 
 
 async def _feed_pipe(fd: int, data: bytes) -> None:

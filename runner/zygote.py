@@ -23,9 +23,10 @@ import socket
 import struct
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
-from . import sandbox
+from . import sandbox, trace
 
 NFDS = 6
 
@@ -73,12 +74,15 @@ def _baseline_vm_bytes() -> int:
 
 def supervise(size: int, fds: list[int], ctl_sock_fd: int, sandboxed: bool) -> None:
     """Runs in the forked supervisor; never returns."""
+    sup_start = time.monotonic()
     ctl, res, out, err, go, pay = fds
     code = 70
     try:
         os.close(ctl_sock_fd)
         sandbox.die_with_parent()
         payload = _read_payload(pay, size)
+        page = trace.JobPage() if payload.get("trace") else None
+        sup_payload = time.monotonic()
         work = None
         if sandboxed:
             sandbox.enter_job_namespaces()
@@ -89,19 +93,24 @@ def supervise(size: int, fds: list[int], ctl_sock_fd: int, sandboxed: bool) -> N
         forked = time.monotonic()
         pid = os.fork()
         if pid == 0:
-            _job_main(payload, ctl, res, out, err, go, sandboxed)
+            _job_main(payload, ctl, res, out, err, go, sandboxed, page.stamp if page else trace.NOOP)
         for fd in (res, out, err, go):
             os.close(fd)
         _write_line(ctl, {"pid": pid})
         _, status, usage = os.wait4(pid, 0)
+        reaped = time.monotonic()
         if work is not None:
             import shutil
             shutil.rmtree(work, ignore_errors=True)
         # The job's own elapsed time, measured here next to it: a parent whose event loop was
         # busy must not read its own delay as this job's slowness.
         elapsed = time.monotonic() - forked
-        _write_line(ctl, {"status": status, "cpu_s": usage.ru_utime + usage.ru_stime,
-                          "maxrss_kb": usage.ru_maxrss, "elapsed_s": elapsed})
+        msg: dict[str, Any] = {"status": status, "cpu_s": usage.ru_utime + usage.ru_stime,
+                               "maxrss_kb": usage.ru_maxrss, "elapsed_s": elapsed}
+        if page is not None:
+            msg["trace"] = dict(page.read(), sup_start=sup_start, sup_payload=sup_payload, sup_ns=forked,
+                                reaped=reaped)
+        _write_line(ctl, msg)
         code = 0
     except BaseException as e:  # noqa: BLE001 - report and die, the engine answers `internal`
         _write_line(ctl, {"fatal": f"{type(e).__name__}: {e}"})
@@ -109,8 +118,9 @@ def supervise(size: int, fds: list[int], ctl_sock_fd: int, sandboxed: bool) -> N
 
 
 def _job_main(payload: dict[str, Any], ctl: int, res: int, out: int, err: int, go: int,
-              sandboxed: bool) -> None:
+              sandboxed: bool, stamp: Callable[[str], None] = trace.NOOP) -> None:
     """The job's PID 1: isolate, limit, lock down, then hand over to the harness."""
+    stamp("job_start")
     try:
         os.close(ctl)
         # Own session and process group: kill(0, …) or killpg from the job reaches only the job,
@@ -151,9 +161,11 @@ def _job_main(payload: dict[str, Any], ctl: int, res: int, out: int, err: int, g
         if sandboxed:
             # exec only where the job asks for it (a trusted field the engine sets, never the player)
             sandbox.lock_down(allow_exec=bool(payload.get("allow_exec", False)))
+        stamp("job_ready")
         # Wait until the engine has put us in our cgroups (if any) before untrusted code runs.
         if os.read(go, 1) != b"G":
             os._exit(72)
+        stamp("job_go")
         os.close(go)
         sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
         sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
@@ -162,7 +174,7 @@ def _job_main(payload: dict[str, Any], ctl: int, res: int, out: int, err: int, g
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
         from . import harness
 
-        harness.run(payload, res)
+        harness.run(payload, res, stamp)
     except BaseException as e:  # noqa: BLE001
         try:
             os.write(2, f"runner: job setup failed: {type(e).__name__}: {e}\n".encode())
