@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__, judge, sandbox
-from .cgroups import JobCgroups
+from .cgroups import JobCgroups, JobGroup
 from .config import Limits, RunnerConfig
 from .judge import Judged
 from .protocol import MAX_MISTAKES, Capabilities, Job, JobError, Result, Verdict
 from .supervisor import RawRun, Supervisor, _feed_pipe
+from .trace import Page as TracePage
 
 log = logging.getLogger("runner")
 
@@ -91,9 +92,20 @@ class Zygote:
         itself travels in its own pipe, straight to the forked supervisor (see `runner.zygote`)."""
         assert self.sock is not None
         sock = self.sock
+        msg = struct.pack("<Q", size)
         async with self.lock:
+            try:  # 8 bytes and the fds: almost always sent at once, without a thread
+                sent = socket.send_fds(sock, [msg], fds, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                sent = 0
+            if sent == len(msg):
+                return
+
             def send() -> None:
-                socket.send_fds(sock, [struct.pack("<Q", size)], fds)
+                if sent == 0:
+                    socket.send_fds(sock, [msg], fds)
+                else:  # the fds went with the first byte
+                    sock.sendall(msg[sent:])
             await asyncio.get_running_loop().run_in_executor(None, send)
 
     async def stop(self) -> None:
@@ -127,6 +139,10 @@ class Engine:
         self.known_inflight: dict[str, asyncio.Future[Judged | None]] = {}
         # decoding and comparing frames, off the event loop (bounded work, see judge)
         self.judges = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="judge")
+        # cgroup writes (mkdir, limits, cgroup.procs, rmdir), off the event loop: moving a task
+        # waits for an RCU grace period, several ms after an idle spell
+        self.cgroup_io = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="cgroup")
+        self.reaping: set[asyncio.Future[None]] = set()  # jobs answered, not yet reaped (slots held)
         self.metrics: collections.Counter[str] = collections.Counter()
         self.latency_ms: collections.deque[float] = collections.deque(maxlen=2048)
 
@@ -181,8 +197,12 @@ class Engine:
         self.caps = judged.extra.get("caps", self.caps)
 
     async def close(self) -> None:
+        for task in list(self.reaping):
+            task.cancel()
+        await asyncio.gather(*self.reaping, return_exceptions=True)
         if self.zygote is not None:
             await self.zygote.stop()
+        self.cgroup_io.shutdown(wait=True)
         if self.cgroups is not None:
             self.cgroups.close()
         self.judges.shutdown(wait=False, cancel_futures=True)
@@ -225,73 +245,114 @@ class Engine:
     # ------------------------------------------------------------------ one sandboxed process
     async def _run(self, payload: dict[str, Any], limits: Limits,
                    trace: dict[str, float] | None = None) -> RawRun:
+        """One sandboxed process in one of the `workers` slots. The result may come back before
+        the process is reaped (a complete frame, every channel closed): the slot stays taken
+        until the reaping, done in the background, is over."""
         queued = time.monotonic()
-        async with self.slots:
-            self.busy += 1
-            try:
-                if trace is not None:
-                    trace["slot"] = time.monotonic()
-                raw = await self._run_unlocked(payload, limits, trace)
-                raw.queue_ms = (time.monotonic() - queued) * 1000 - raw.wall_ms
-                return raw
-            finally:
-                self.busy -= 1
+        await self.slots.acquire()
+        self.busy += 1
+        tail: Supervisor | None = None
+        try:
+            if trace is not None:
+                trace["slot"] = time.monotonic()
+            raw, tail = await self._run_unlocked(payload, limits, trace)
+            raw.queue_ms = (time.monotonic() - queued) * 1000 - raw.wall_ms
+            return raw
+        finally:
+            if tail is None:
+                self._free_slot()
+            else:
+                task = asyncio.ensure_future(tail.finish())
+                self.reaping.add(task)
+                task.add_done_callback(self._reaped)
+
+    def _free_slot(self) -> None:
+        self.busy -= 1
+        self.slots.release()
+
+    def _reaped(self, task: asyncio.Future[None]) -> None:
+        self.reaping.discard(task)
+        self._free_slot()
+        if not task.cancelled() and task.exception() is not None:
+            log.error("reaping a job failed: %r", task.exception())
 
     async def _run_unlocked(self, payload: dict[str, Any], limits: Limits,
-                            trace: dict[str, float] | None = None) -> RawRun:
+                            trace: dict[str, float] | None = None) -> tuple[RawRun, Supervisor | None]:
         if self.config.cold_start and payload.get("kind") != "capabilities":
             # Benchmark baseline: a fresh jailed interpreter (and `import torch`) per process.
             cold = Zygote(self.plan, inductor=self.config.inductor)
             await cold.start()
             try:
-                return await self._run_in(cold, payload, limits, trace)
+                raw, tail = await self._run_in(cold, payload, limits, trace)
+                if tail is not None:
+                    await tail.finish()
+                return raw, None
             finally:
                 await cold.stop()
         return await self._run_in(await self._ensure_zygote(), payload, limits, trace)
 
     async def _run_in(self, zygote: Zygote, payload: dict[str, Any], limits: Limits,
-                      trace: dict[str, float] | None = None) -> RawRun:
+                      trace: dict[str, float] | None = None) -> tuple[RawRun, Supervisor | None]:
         payload = dict(payload, limits=limits.as_dict(), threads=self.config.threads_per_job,
                        gpu_memory_fraction=self.config.gpu_memory_fraction,
                        max_observation_bytes=self.config.max_observation_mb << 20,
                        tmp_is_scratch=self.plan.tmp_is_scratch if self.plan else False)
         raw = RawRun(cpu_limit=float(limits.cpu_s), wall_limit=float(limits.wall_s), trace=trace)
+        page: TracePage | None = None
         if trace is not None:
-            payload["trace"] = True
             trace["submit"] = time.monotonic()
+            page = TracePage.create()
         pipes = [os.pipe() for _ in range(4)]  # ctl, result, stdout, stderr
         for r, _w in pipes:
             os.set_blocking(r, False)
         go_r, go_w = os.pipe()
         pay_r, pay_w = os.pipe()
-        write_ends = [w for _r, w in pipes] + [go_r, pay_r]
+        write_ends = [w for _r, w in pipes] + [go_r, pay_r] + ([page.fd] if page and page.fd is not None else [])
         read_ends = [r for r, _w in pipes]
         data = json.dumps(payload).encode()
         started = time.monotonic()
+        loop = asyncio.get_running_loop()
+        # The job's cgroups are made in a thread while the zygote forks it (mkdir and the limit
+        # writes are slow under load); the supervisor moves the job in once its pid is known.
+        group: asyncio.Future[JobGroup | None] | None = None
+        if self.cgroups is not None:
+            group = loop.run_in_executor(self.cgroup_io, self.cgroups.create, int(limits.memory_mb) << 20,
+                                         int(limits.processes), float(self.config.threads_per_job))
         try:
             await zygote.submit(len(data), write_ends)
         except OSError as e:
+            if page is not None:
+                page.close()
             for fd in write_ends + read_ends + [go_w, pay_w]:
-                os.close(fd)
+                if page is None or fd != page.fd:
+                    os.close(fd)
             raw.fatal = f"could not reach the warm worker: {e}"
             if zygote.proc is not None and zygote.proc.returncode is None:
                 zygote.proc.kill()
-            return raw
+            if group is not None:
+                made = await group
+                if made is not None:
+                    made.remove()
+            return raw, None
         for fd in write_ends:
+            if page is not None and fd == page.fd:
+                page.fd = None  # the zygote has its own copy; ours goes with the mapping
             os.close(fd)
         if trace is not None:
             trace["submitted"] = time.monotonic()
         feed = asyncio.ensure_future(_feed_pipe(pay_w, data))
+        sup = Supervisor(raw, read_ends, go_w, group, limits, self.config.max_observation_mb << 20,
+                         executor=self.cgroup_io)
         try:
-            group = (self.cgroups.create(int(limits.memory_mb) << 20, int(limits.processes),
-                                         cpu_share=float(self.config.threads_per_job))
-                     if self.cgroups else None)
-            await Supervisor(raw, read_ends, go_w, group, limits, self.config.max_observation_mb << 20).run()
+            early = await sup.run()
         finally:
             feed.cancel()  # a no-op once it is written; else it closes the pipe
             await asyncio.gather(feed, return_exceptions=True)
+            if page is not None and trace is not None:
+                trace.update(page.read())
+                page.close()
         raw.wall_ms = (time.monotonic() - started) * 1000
-        return raw
+        return raw, sup if early else None
 
     # ------------------------------------------------------------------ decoding and judging
     # ------------------------------------------------------------------ grading

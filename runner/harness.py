@@ -379,7 +379,14 @@ def run(payload: dict[str, Any], res_fd: int, stamp: Callable[[str], None] = _no
         pass
     write_all(res_fd, frame)
     stamp("written")
-    os.close(res_fd)
+    # Every channel closed, then exit: the parent answers once the frame is whole and nothing
+    # can write any more, while this process's exit (freeing its copy of the zygote's memory)
+    # is still under way.
+    for fd in (res_fd, 1, 2):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
     os._exit(0)
 
 

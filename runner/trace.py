@@ -2,23 +2,27 @@
 job, for `bench/runner.py` only (`trace: true` in runner.yaml, a benchmark setting).
 
 With tracing off nothing here runs: no page is mapped and no stamp is taken. With it on, the
-job writes its stamps into a small shared anonymous page that its trusted parent (the zygote's
-side, which forked it) mapped before the fork and reads once the job is over; the parent's own
-stamps travel on the control channel. CLOCK_MONOTONIC is one clock for every process on the host
-(jobs get no time namespace), so stamps from all three compare directly. The job may scribble on
-its page: the stamps are printed by the benchmark and never judged.
+engine makes a one-page memfd per process and sends it to the zygote beside the job's other
+fds; the zygote's side maps it before the job forks, and both write their stamps into it, which
+the engine reads from its own mapping as soon as it answers (the job's exit may come later). The
+job never opens anything: the mapping is inherited. CLOCK_MONOTONIC is one clock for every
+process on the host (jobs get no time namespace), so stamps from all three compare directly. The
+job may scribble on its page: the stamps are printed by the benchmark and never judged.
 
 `result.timings` then carries each stamp as `t_<name>`, in ms since the engine received the job.
 """
 from __future__ import annotations
 
 import mmap
+import os
 import struct
 import time
 from collections.abc import Callable
 
-# Stamps the job takes, in the order it takes them (its page holds one double each).
-JOB_STAMPS = ("job_start", "job_ready", "job_go", "seeded", "cases", "snapshot", "ran", "written")
+# Stamps taken on the zygote's side of the job (the supervisor and the job), one double each.
+PAGE_STAMPS = ("sup_start", "sup_payload", "sup_ns", "job_start", "job_ready", "job_go", "seeded", "cases",
+               "snapshot", "ran", "written", "reaped")
+PAGE_BYTES = 8 * len(PAGE_STAMPS)
 
 # What each stamp ends: the phase from the stamp before it (in time) up to this one.
 LABELS = {
@@ -55,26 +59,43 @@ def _noop(name: str) -> None:
 NOOP: Callable[[str], None] = _noop
 
 
-class JobPage:
-    """The shared page a traced job writes its stamps into."""
+class Page:
+    """The shared page of one traced process: made by the engine (`create`), mapped by the
+    zygote's side from the fd it was sent (`attach`)."""
 
-    def __init__(self) -> None:
-        self.page = mmap.mmap(-1, 8 * len(JOB_STAMPS))  # MAP_SHARED | MAP_ANONYMOUS: survives fork
+    def __init__(self, page: mmap.mmap, fd: int | None = None) -> None:
+        self.page, self.fd = page, fd
+
+    @classmethod
+    def create(cls) -> Page:
+        fd = os.memfd_create("quiz-trace", os.MFD_CLOEXEC)
+        os.ftruncate(fd, PAGE_BYTES)
+        return cls(mmap.mmap(fd, PAGE_BYTES), fd)
+
+    @classmethod
+    def attach(cls, fd: int) -> Page:
+        try:
+            return cls(mmap.mmap(fd, PAGE_BYTES))
+        finally:
+            os.close(fd)
 
     def stamp(self, name: str) -> None:
         try:
-            struct.pack_into("<d", self.page, 8 * JOB_STAMPS.index(name), time.monotonic())
+            struct.pack_into("<d", self.page, 8 * PAGE_STAMPS.index(name), time.monotonic())
         except (ValueError, TypeError):
             pass
 
     def read(self) -> dict[str, float]:
         try:
-            values = struct.unpack_from(f"<{len(JOB_STAMPS)}d", self.page)
+            values = struct.unpack_from(f"<{len(PAGE_STAMPS)}d", self.page)
         except (ValueError, TypeError):
             return {}
-        return {n: v for n, v in zip(JOB_STAMPS, values, strict=True) if v > 0}
+        return {n: v for n, v in zip(PAGE_STAMPS, values, strict=True) if v > 0}
 
     def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
         self.page.close()
 
 

@@ -33,7 +33,7 @@ NFDS = 6
 
 def _recv_request(sock: socket.socket) -> tuple[int, list[int]] | None:
     """The payload's length and the request's fds; the payload itself is left in its pipe."""
-    msg, fds, _flags, _addr = socket.recv_fds(sock, 8, NFDS)
+    msg, fds, _flags, _addr = socket.recv_fds(sock, 8, NFDS + 1)
     if not msg:
         for fd in fds:
             os.close(fd)
@@ -74,15 +74,17 @@ def _baseline_vm_bytes() -> int:
 
 def supervise(size: int, fds: list[int], ctl_sock_fd: int, sandboxed: bool) -> None:
     """Runs in the forked supervisor; never returns."""
-    sup_start = time.monotonic()
-    ctl, res, out, err, go, pay = fds
+    ctl, res, out, err, go, pay = fds[:NFDS]
+    # the benchmark's page for timestamps (runner/trace.py), sent as a seventh fd when it asks
+    page = trace.Page.attach(fds[NFDS]) if len(fds) > NFDS else None
+    stamp = page.stamp if page is not None else trace.NOOP
+    stamp("sup_start")
     code = 70
     try:
         os.close(ctl_sock_fd)
         sandbox.die_with_parent()
         payload = _read_payload(pay, size)
-        page = trace.JobPage() if payload.get("trace") else None
-        sup_payload = time.monotonic()
+        stamp("sup_payload")
         work = None
         if sandboxed:
             sandbox.enter_job_namespaces()
@@ -91,26 +93,23 @@ def supervise(size: int, fds: list[int], ctl_sock_fd: int, sandboxed: bool) -> N
             work = tempfile.mkdtemp(prefix="quiz-job-")
             payload["work_dir"] = work
         forked = time.monotonic()
+        stamp("sup_ns")
         pid = os.fork()
         if pid == 0:
-            _job_main(payload, ctl, res, out, err, go, sandboxed, page.stamp if page else trace.NOOP)
+            _job_main(payload, ctl, res, out, err, go, sandboxed, stamp)
         for fd in (res, out, err, go):
             os.close(fd)
         _write_line(ctl, {"pid": pid})
         _, status, usage = os.wait4(pid, 0)
-        reaped = time.monotonic()
+        stamp("reaped")
         if work is not None:
             import shutil
             shutil.rmtree(work, ignore_errors=True)
         # The job's own elapsed time, measured here next to it: a parent whose event loop was
         # busy must not read its own delay as this job's slowness.
         elapsed = time.monotonic() - forked
-        msg: dict[str, Any] = {"status": status, "cpu_s": usage.ru_utime + usage.ru_stime,
-                               "maxrss_kb": usage.ru_maxrss, "elapsed_s": elapsed}
-        if page is not None:
-            msg["trace"] = dict(page.read(), sup_start=sup_start, sup_payload=sup_payload, sup_ns=forked,
-                                reaped=reaped)
-        _write_line(ctl, msg)
+        _write_line(ctl, {"status": status, "cpu_s": usage.ru_utime + usage.ru_stime,
+                          "maxrss_kb": usage.ru_maxrss, "elapsed_s": elapsed})
         code = 0
     except BaseException as e:  # noqa: BLE001 - report and die, the engine answers `internal`
         _write_line(ctl, {"fatal": f"{type(e).__name__}: {e}"})
@@ -240,7 +239,7 @@ def main() -> None:
         if req is None:
             break
         size, fds = req
-        if len(fds) != NFDS:
+        if len(fds) not in (NFDS, NFDS + 1):
             for fd in fds:
                 os.close(fd)
             continue
