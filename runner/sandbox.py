@@ -414,16 +414,34 @@ def seccomp_program(*, allow_exec: bool = False) -> bytes:
     return b"".join(struct.pack("<HBBI", *i) for i in ins)
 
 
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+# Built once (in the zygote, by `prebuild_seccomp`) and inherited by every job: a job only makes
+# the prctl call.
+_PROGRAMS: dict[bool, tuple[ctypes.Array[ctypes.c_char], _SockFprog]] = {}
+
+
+def _fprog(allow_exec: bool) -> _SockFprog:
+    if allow_exec not in _PROGRAMS:
+        prog = seccomp_program(allow_exec=allow_exec)
+        buf = ctypes.create_string_buffer(prog, len(prog))
+        _PROGRAMS[allow_exec] = (buf, _SockFprog(len(prog) // 8, ctypes.cast(buf, ctypes.c_void_p)))
+    return _PROGRAMS[allow_exec][1]
+
+
+def prebuild_seccomp() -> None:
+    """Build both filters now, so a job forked later finds them ready."""
+    if platform.machine() == "x86_64":
+        _fprog(False)
+        _fprog(True)
+
+
 def install_seccomp(*, allow_exec: bool = False) -> None:
     if platform.machine() != "x86_64":
         return  # the filter is written for x86_64 syscall numbers; other arches rely on the rest
-    prog = seccomp_program(allow_exec=allow_exec)
-    buf = ctypes.create_string_buffer(prog)
-
-    class SockFprog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-    fprog = SockFprog(len(prog) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    fprog = _fprog(allow_exec)
     _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "seccomp")
 
 
