@@ -119,6 +119,8 @@ class EmbeddedRunner:
         return await asyncio.get_running_loop().run_in_executor(None, self.wait_ready)
 
     async def stop(self) -> None:
+        if self.client is not None:
+            await self.client.close()
         await asyncio.get_running_loop().run_in_executor(None, self.stop_blocking)
 
     async def __aenter__(self) -> RunnerClient:

@@ -185,6 +185,14 @@ class RunnerPool:
         """Whether one configured runner offers everything these needs name."""
         return any(s.can_take(needs) for s in self.slots)
 
+    async def close(self) -> None:
+        """Close the runner clients' kept-alive connections."""
+        for slot in self.slots:
+            close = getattr(slot.client, "close", None)
+            if close is not None:
+                with contextlib.suppress(Exception):
+                    await close()
+
     def describe(self) -> str:
         if not self.slots:
             return "no runner configured"

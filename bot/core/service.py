@@ -109,6 +109,10 @@ class QuizService:
 
     async def close(self) -> None:
         await self.stop()
+        close = getattr(self.pool, "close", None)  # the runner clients' kept-alive connections
+        if close is not None:
+            with contextlib.suppress(Exception):
+                await close()
         await self.db.close()
 
     def _changed(self) -> None:
