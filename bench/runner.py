@@ -109,15 +109,11 @@ def print_phases(traces: list[dict[str, float]], who: str = "") -> None:
         print(f"{who}phases: no timestamps (a runner without `trace`)")
         return
     by: dict[str, list[float]] = defaultdict(list)
-    order: dict[str, float] = defaultdict(float)
     for t in traces:
-        at = 0.0
         for name, ms in t.items():
             by[name].append(ms)
-            if name != "http":
-                at += ms
-                order[name] += at
-    names = sorted((n for n in by if n != "http"), key=lambda n: order[n] / len(by[n]))
+    known = list(LABELS)
+    names = sorted((n for n in by if n != "http"), key=lambda n: known.index(n) if n in known else len(known))
     print(f"{who}per-phase medians over {len(traces)} warm gradings (ms):")
     rows = [("http", "HTTP in+out (client minus engine)")] + [(n, LABELS.get(n, n)) for n in names]
     for name, label in rows:

@@ -75,6 +75,25 @@ class JobGroup:
         except (OSError, ValueError):
             return None
 
+    def set_limits(self, memory_bytes: int, processes: int) -> None:
+        """New memory and process caps (a pooled job's, once its payload says them)."""
+        for d in self.dirs:
+            if (d / "memory.limit_in_bytes").exists():
+                swap = d / "memory.memsw.limit_in_bytes"
+                # memsw may never be below the memory limit: raise it first when raising
+                if swap.exists() and memory_bytes > int((d / "memory.limit_in_bytes").read_text()):
+                    swap.write_text(str(memory_bytes))
+                (d / "memory.limit_in_bytes").write_text(str(memory_bytes))
+                if swap.exists():
+                    swap.write_text(str(memory_bytes))
+            if (d / "pids.max").exists():
+                (d / "pids.max").write_text(str(processes))
+
+    def reset_cpu(self) -> None:
+        """Start the job's CPU count from zero (a pooled job's making is not its time)."""
+        if self.cpuacct_dir is not None:
+            (self.cpuacct_dir / "cpuacct.usage").write_text("0")
+
     def add(self, pid: int) -> None:
         for d in self.dirs:
             (d / "cgroup.procs").write_text(str(pid))

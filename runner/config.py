@@ -53,6 +53,10 @@ class RunnerConfig:
     cgroups: bool = True
     cold_start: bool = False  # benchmark only: no warm zygote, a fresh interpreter per process
     trace: bool = False  # benchmark only: per-phase timestamps in `timings` (runner/trace.py)
+    # job processes made ahead (namespaces, mounts, cgroups; never reused), refilled in the
+    # background and let go after `pool_idle_s` without a grading; 0 turns the pool off
+    pool: int = 2
+    pool_idle_s: float = 120.0
     defaults: Limits = field(default_factory=Limits)
     maxima: Limits = field(default_factory=lambda: Limits(
         wall_s=30, cpu_s=30, memory_mb=8192, processes=128, open_files=512,
@@ -76,7 +80,8 @@ class ConfigError(ValueError):
 _SCALARS = {"host": str, "port": int, "token_env": str, "max_request_kb": int, "queue_size": int,
             "workers": int, "threads_per_job": int, "allow_unsandboxed": bool,
             "gpu_memory_fraction": float, "reference_cache": int, "max_observation_mb": int,
-            "cgroups": bool, "cold_start": bool, "trace": bool, "max_ranks": int, "inductor": bool}
+            "cgroups": bool, "cold_start": bool, "trace": bool, "max_ranks": int, "inductor": bool,
+            "pool": int, "pool_idle_s": float}
 
 
 def load_config(path: str | Path | None) -> RunnerConfig:

@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__, judge, sandbox
-from .cgroups import JobCgroups, JobGroup
+from .cgroups import JobCgroups
 from .config import Limits, RunnerConfig
 from .judge import Judged
+from .pool import JobPool, JobProcess, let_go, message, spawn
 from .protocol import MAX_MISTAKES, Capabilities, Job, JobError, Result, Verdict
 from .supervisor import RawRun, Supervisor, _feed_pipe
-from .trace import Page as TracePage
 
 log = logging.getLogger("runner")
 
@@ -87,12 +87,12 @@ class Zygote:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.returncode is None and self.sock is not None
 
-    async def submit(self, size: int, fds: list[int]) -> None:
-        """Ask for one process. Only the payload's size and the fds go to the zygote: the payload
-        itself travels in its own pipe, straight to the forked supervisor (see `runner.zygote`)."""
+    async def submit(self, fds: list[int]) -> None:
+        """Ask for one process. Only the fds go to the zygote: the payload travels in its own
+        pipe, straight to the job (see `runner.zygote`)."""
         assert self.sock is not None
         sock = self.sock
-        msg = struct.pack("<Q", size)
+        msg = struct.pack("<Q", 0)  # reserved
         async with self.lock:
             try:  # 8 bytes and the fds: almost always sent at once, without a thread
                 sent = socket.send_fds(sock, [msg], fds, socket.MSG_DONTWAIT)
@@ -143,6 +143,7 @@ class Engine:
         # waits for an RCU grace period, several ms after an idle spell
         self.cgroup_io = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="cgroup")
         self.reaping: set[asyncio.Future[None]] = set()  # jobs answered, not yet reaped (slots held)
+        self.pool: JobPool | None = None  # job processes made ahead (runner/pool.py)
         self.metrics: collections.Counter[str] = collections.Counter()
         self.latency_ms: collections.deque[float] = collections.deque(maxlen=2048)
 
@@ -195,8 +196,13 @@ class Engine:
         if judged is None or judged.status != "ok":
             raise sandbox.SandboxError(f"the sandbox could not run torch: {raw.fatal or raw.stderr[-500:]!r}")
         self.caps = judged.extra.get("caps", self.caps)
+        if self.config.pool > 0 and not self.config.cold_start:
+            self.pool = JobPool(self.config.pool, self.config.pool_idle_s, self._make_pooled)
+            self.pool.fill(self.zygote)
 
     async def close(self) -> None:
+        if self.pool is not None:
+            await self.pool.close()
         for task in list(self.reaping):
             task.cancel()
         await asyncio.gather(*self.reaping, return_exceptions=True)
@@ -216,6 +222,8 @@ class Engine:
                     await self.zygote.stop()
                 self.zygote = Zygote(self.plan, inductor=self.config.inductor)
                 await self.zygote.start()
+                if self.pool is not None:
+                    self.pool.fill(self.zygote)  # lets go of what the old one made
             return self.zygote
 
     def capabilities(self) -> Capabilities:
@@ -291,66 +299,98 @@ class Engine:
                 await cold.stop()
         return await self._run_in(await self._ensure_zygote(), payload, limits, trace)
 
+    def _prep(self, limits: Limits) -> dict[str, Any]:
+        """How a job process makes its private mounts (the first message on its payload pipe)."""
+        return {"scratch_mb": int(limits.scratch_mb), "shm_mb": int(limits.shm_mb),
+                "tmp_is_scratch": self.plan.tmp_is_scratch if self.plan else False}
+
+    async def _spawn(self, zygote: Zygote, limits: Limits) -> JobProcess:
+        return await spawn(zygote, prep=self._prep(limits), limits=limits, cgroups=self.cgroups,
+                           cpu_share=float(self.config.threads_per_job), executor=self.cgroup_io,
+                           trace=self.config.trace)
+
+    async def _make_pooled(self, zygote: Zygote) -> JobProcess | None:
+        """A job process made ahead with the default limits: forked, in its namespaces, its
+        mounts made, moved into its cgroups and let go; it waits for its payload."""
+        proc = await self._spawn(zygote, self.config.defaults)
+        loop = asyncio.get_running_loop()
+        try:
+            end = loop.time() + 60
+            while b"\n" not in proc.ctl_buf:
+                ready: asyncio.Future[None] = loop.create_future()
+
+                def wake(f: asyncio.Future[None] = ready) -> None:
+                    if not f.done():
+                        f.set_result(None)
+                loop.add_reader(proc.ctl, wake)
+                try:
+                    await asyncio.wait_for(ready, timeout=max(0.0, end - loop.time()))
+                finally:
+                    loop.remove_reader(proc.ctl)
+                chunk = os.read(proc.ctl, 4096)
+                if not chunk:
+                    raise OSError("the supervisor ended before the job started")
+                proc.ctl_buf += chunk
+            line, _, rest = bytes(proc.ctl_buf).partition(b"\n")
+            proc.ctl_buf = bytearray(rest)
+            msg = json.loads(line)
+            if "pid" not in msg:
+                raise OSError(f"the job did not start: {msg}")
+            proc.pid = int(msg["pid"])
+            proc.pidfd = os.pidfd_open(proc.pid)
+            if isinstance(proc.group, asyncio.Future):
+                proc.group = await proc.group
+            if proc.group is not None:
+                await loop.run_in_executor(self.cgroup_io, proc.group.add, proc.pid)
+            assert proc.go_w is not None
+            os.write(proc.go_w, b"G")  # in its cgroups: it may run once its payload comes
+            os.close(proc.go_w)
+            proc.go_w = None
+        except BaseException as e:
+            await let_go(proc)
+            if isinstance(e, Exception):
+                log.warning("a pooled job process failed: %s", e)
+                return None
+            raise
+        return proc
+
     async def _run_in(self, zygote: Zygote, payload: dict[str, Any], limits: Limits,
                       trace: dict[str, float] | None = None) -> tuple[RawRun, Supervisor | None]:
         payload = dict(payload, limits=limits.as_dict(), threads=self.config.threads_per_job,
                        gpu_memory_fraction=self.config.gpu_memory_fraction,
-                       max_observation_bytes=self.config.max_observation_mb << 20,
-                       tmp_is_scratch=self.plan.tmp_is_scratch if self.plan else False)
+                       max_observation_bytes=self.config.max_observation_mb << 20)
         raw = RawRun(cpu_limit=float(limits.cpu_s), wall_limit=float(limits.wall_s), trace=trace)
-        page: TracePage | None = None
         if trace is not None:
             trace["submit"] = time.monotonic()
-            page = TracePage.create()
-        pipes = [os.pipe() for _ in range(4)]  # ctl, result, stdout, stderr
-        for r, _w in pipes:
-            os.set_blocking(r, False)
-        go_r, go_w = os.pipe()
-        pay_r, pay_w = os.pipe()
-        write_ends = [w for _r, w in pipes] + [go_r, pay_r] + ([page.fd] if page and page.fd is not None else [])
-        read_ends = [r for r, _w in pipes]
-        data = json.dumps(payload).encode()
         started = time.monotonic()
-        loop = asyncio.get_running_loop()
-        # The job's cgroups are made in a thread while the zygote forks it (mkdir and the limit
-        # writes are slow under load); the supervisor moves the job in once its pid is known.
-        group: asyncio.Future[JobGroup | None] | None = None
-        if self.cgroups is not None:
-            group = loop.run_in_executor(self.cgroup_io, self.cgroups.create, int(limits.memory_mb) << 20,
-                                         int(limits.processes), float(self.config.threads_per_job))
-        try:
-            await zygote.submit(len(data), write_ends)
-        except OSError as e:
-            if page is not None:
-                page.close()
-            for fd in write_ends + read_ends + [go_w, pay_w]:
-                if page is None or fd != page.fd:
-                    os.close(fd)
-            raw.fatal = f"could not reach the warm worker: {e}"
-            if zygote.proc is not None and zygote.proc.returncode is None:
-                zygote.proc.kill()
-            if group is not None:
-                made = await group
-                if made is not None:
-                    made.remove()
-            return raw, None
-        for fd in write_ends:
-            if page is not None and fd == page.fd:
-                page.fd = None  # the zygote has its own copy; ours goes with the mapping
-            os.close(fd)
+        proc = self.pool.take(zygote) if self.pool is not None and zygote is self.zygote else None
+        data = message(payload)
+        if proc is not None:
+            proc.renew(limits)
+            self.metrics["pooled_jobs"] += 1
+        else:
+            try:
+                proc = await self._spawn(zygote, limits)
+            except OSError as e:
+                raw.fatal = f"could not reach the warm worker: {e}"
+                if zygote.proc is not None and zygote.proc.returncode is None:
+                    zygote.proc.kill()
+                return raw, None
         if trace is not None:
             trace["submitted"] = time.monotonic()
-        feed = asyncio.ensure_future(_feed_pipe(pay_w, data))
-        sup = Supervisor(raw, read_ends, go_w, group, limits, self.config.max_observation_mb << 20,
-                         executor=self.cgroup_io)
+        feed = asyncio.ensure_future(_feed_pipe(proc.pay_w, data))
+        sup = Supervisor(raw, proc, limits, self.config.max_observation_mb << 20,
+                         executor=self.cgroup_io, feed=feed)
         try:
             early = await sup.run()
         finally:
-            feed.cancel()  # a no-op once it is written; else it closes the pipe
+            feed.cancel()  # a no-op once it is written
             await asyncio.gather(feed, return_exceptions=True)
-            if page is not None and trace is not None:
-                trace.update(page.read())
-                page.close()
+            if proc.page is not None:
+                if trace is not None:
+                    trace.update(proc.page.read())
+                proc.page.close()
+                proc.page = None
         raw.wall_ms = (time.monotonic() - started) * 1000
         return raw, sup if early else None
 
@@ -503,7 +543,8 @@ class Engine:
         for k, v in sorted(self.metrics.items()):
             if k.startswith("verdict_"):
                 lines.append(f'runner_verdicts_total{{verdict="{k[8:]}"}} {v}')
-        for name in ("reference_cache_hits", "mistake_runs", "zygote_restarts", "rejected_busy", "rejected_auth"):
+        for name in ("reference_cache_hits", "mistake_runs", "zygote_restarts", "rejected_busy", "rejected_auth",
+                     "pooled_jobs"):
             lines.append(f"# TYPE runner_{name}_total counter")
             lines.append(f"runner_{name}_total {self.metrics[name]}")
         lines += ["# TYPE runner_workers gauge", f"runner_workers {self.config.workers}",

@@ -292,6 +292,18 @@ def setup_job_mounts(scratch_mb: int, tmp_too: bool, shm_mb: int = 64) -> str:
     return work
 
 
+MS_REMOUNT = 0x20
+
+
+def resize_job_mounts(scratch_mb: int, shm_mb: int) -> None:
+    """In a pooled job's PID 1, once its payload says its sizes: the scratch tmpfs (and /tmp, the
+    same mount) and /dev/shm made ahead with the default sizes get the job's own."""
+    _mount("tmpfs", SCRATCH, None, MS_REMOUNT | MS_NOSUID | MS_NODEV, f"size={scratch_mb}m,nr_inodes=4096")
+    if os.path.isdir("/dev/shm"):
+        _mount("tmpfs", "/dev/shm", None, MS_REMOUNT | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+               f"size={shm_mb}m,nr_inodes=4096")
+
+
 def set_limits(*, cpu_s: int, memory_bytes: int | None, processes: int, open_files: int,
                file_size_bytes: int) -> None:
     def lim(which: int, value: int) -> None:

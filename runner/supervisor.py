@@ -20,6 +20,7 @@ from typing import Any
 
 from .cgroups import JobGroup
 from .config import Limits
+from .pool import JobProcess, unread_bytes
 from .usage import TreeUsage
 from .wire import MAGIC, WireError, split_progress
 
@@ -69,27 +70,31 @@ class Supervisor:
     True and `finish()` must be awaited: it reaps the job (killing it at its deadline should it
     linger) and removes its cgroups; the engine holds the job's slot until then."""
 
-    def __init__(self, raw: RawRun, fds: list[int], go_fd: int,
-                 group: JobGroup | None | asyncio.Future[JobGroup | None], limits: Limits,
-                 max_result: int, executor: concurrent.futures.Executor | None = None) -> None:
-        self.raw, self.limits = raw, limits
-        self.go_fd: int | None = go_fd
+    def __init__(self, raw: RawRun, proc: JobProcess, limits: Limits, max_result: int,
+                 executor: concurrent.futures.Executor | None = None,
+                 feed: asyncio.Future[None] | None = None) -> None:
+        self.raw, self.limits, self.proc = raw, limits, proc
+        self.go_fd: int | None = proc.go_w
+        proc.go_w = None  # ours to write and close now
+        group = proc.group
         # The job's cgroups, or a future of them (being made in a thread while the job forks)
         self.group: JobGroup | None = group if isinstance(group, JobGroup) else None
         self.group_fut = group if isinstance(group, asyncio.Future) else None
         self.executor = executor  # for the cgroup writes, which can wait for an RCU grace period
         self.attach: asyncio.Task[None] | None = None
-        self.ctl, self.res, self.out, self.err = fds
+        self.feed = feed  # writing the payload into its pipe
+        self.ctl, self.res, self.out, self.err = proc.read_ends
         self.max_result = max_result + (1 << 20)
         self.max_output = int(limits.output_kb) << 10
-        self.pidfd: int | None = None
-        self.pid: int | None = None
+        # a pooled process: its pid known, already in its cgroups and let go (its clock starts now)
+        self.pidfd: int | None = proc.pidfd
+        self.pid: int | None = proc.pid
         self.tree: TreeUsage | None = None
         self.done = asyncio.Event()
         self.wake = asyncio.Event()  # the status, or the last channel closing
         self.loop = asyncio.get_running_loop()
         self.bufs: dict[int, bytearray] = {self.res: bytearray(), self.out: bytearray(), self.err: bytearray()}
-        self.ctl_buf = bytearray()
+        self.ctl_buf = proc.ctl_buf
         self.open_fds = {self.ctl, self.res, self.out, self.err}
         self.deadline: float | None = None
         self.last_tick = 0.0
@@ -133,10 +138,7 @@ class Supervisor:
             return
         if fd == self.ctl:
             self.ctl_buf += chunk
-            while b"\n" in self.ctl_buf:
-                line, _, rest = bytes(self.ctl_buf).partition(b"\n")
-                self.ctl_buf = bytearray(rest)
-                self._on_ctl(json.loads(line))
+            self._on_data_lines()
             return
         raw = self.raw
         if fd == self.res:
@@ -156,6 +158,12 @@ class Supervisor:
             raw.output_exceeded = True
             self.kill()
             self._close(fd)
+
+    def _on_data_lines(self) -> None:
+        while b"\n" in self.ctl_buf:
+            line, _, rest = bytes(self.ctl_buf).partition(b"\n")
+            self.ctl_buf = bytearray(rest)
+            self._on_ctl(json.loads(line))
 
     def _drain_ctl(self) -> None:
         """Read whatever the control channel holds now (a status that arrived while we were busy)."""
@@ -188,6 +196,9 @@ class Supervisor:
                 self.attach = self.loop.create_task(self._attach(self.pid))
         elif "status" in msg:
             self._stamp("status")
+            if not self._payload_taken():
+                # It ended before it read its job: whatever killed it, it ran none of the player's code.
+                self.raw.fatal = "the job process ended before it took its job"
             self.raw.status = int(msg["status"])
             self.raw.cpu_s = float(msg.get("cpu_s", 0.0))
             self.raw.elapsed_s = float(msg.get("elapsed_s", 0.0))
@@ -195,6 +206,12 @@ class Supervisor:
         elif "fatal" in msg:
             self.raw.fatal = f"sandbox setup failed: {msg['fatal']}"
             self._set_done()
+
+    def _payload_taken(self) -> bool:
+        """Whether the job read its whole payload (nothing left to write, the pipe empty)."""
+        if self.feed is not None and not self.feed.done():
+            return False
+        return self.proc.pay_w < 0 or unread_bytes(self.proc.pay_w) == 0
 
     async def _attach(self, pid: int) -> None:
         """Move the job into its cgroups (made meanwhile in a thread), then let it go."""
@@ -264,6 +281,8 @@ class Supervisor:
         `finish()` still has to reap it."""
         for fd in list(self.open_fds):
             self.loop.add_reader(fd, self._on_data, fd)
+        if self.ctl_buf:  # read with the pid (a pooled process)
+            self._on_data_lines()
         # Until the job exists, waiting is the runner's doing: a supervisor that never forks it is
         # a runner fault, not the player's time.
         start_by = self.loop.time() + float(self.limits.wall_s) + 30
@@ -379,6 +398,10 @@ class Supervisor:
         if self.pidfd is not None:
             os.close(self.pidfd)
             self.pidfd = None
+        self.proc.pidfd = None
+        if self.proc.pay_w >= 0:
+            os.close(self.proc.pay_w)
+            self.proc.pay_w = -1
         if self.attach is not None and not self.attach.done():
             try:
                 await asyncio.shield(self.attach)
@@ -430,7 +453,8 @@ def frame_complete(data: bytes, max_header: int = 1 << 16) -> bool:
 
 
 async def _feed_pipe(fd: int, data: bytes) -> None:
-    """Write `data` into a pipe without blocking the loop, then close it."""
+    """Write `data` into a pipe without blocking the loop. The pipe stays open: the supervisor
+    asks it, at the job's end, whether the job read everything (see `_payload_taken`)."""
     loop = asyncio.get_running_loop()
     view = memoryview(data)
     os.set_blocking(fd, False)
@@ -450,8 +474,6 @@ async def _feed_pipe(fd: int, data: bytes) -> None:
                 finally:
                     loop.remove_writer(fd)
     except OSError:
-        pass  # the supervisor died before reading it; the ctl channel says what happened
-    finally:
-        os.close(fd)
+        pass  # the job died before reading it; the ctl channel says what happened
 
 

@@ -20,8 +20,8 @@ import time
 from collections.abc import Callable
 
 # Stamps taken on the zygote's side of the job (the supervisor and the job), one double each.
-PAGE_STAMPS = ("sup_start", "sup_payload", "sup_ns", "job_start", "job_ready", "job_go", "seeded", "cases",
-               "snapshot", "ran", "written", "reaped")
+PAGE_STAMPS = ("sup_start", "sup_ns", "job_start", "job_mounted", "job_payload", "job_ready", "job_go", "seeded",
+               "cases", "snapshot", "ran", "written", "reaped")
 PAGE_BYTES = 8 * len(PAGE_STAMPS)
 
 # What each stamp ends: the phase from the stamp before it (in time) up to this one.
@@ -30,10 +30,11 @@ LABELS = {
     "submit": "parent: payload and pipes",
     "submitted": "parent: request to the zygote",
     "sup_start": "zygote: fork of the supervisor",
-    "sup_payload": "supervisor: read the payload",
     "sup_ns": "supervisor: unshare, id maps, lo up",
     "job_start": "fork of the job (PID 1)",
-    "job_ready": "job: mounts, rlimits, caps, seccomp",
+    "job_mounted": "job: mounts",
+    "job_payload": "job: payload read",
+    "job_ready": "job: rlimits, caps, seccomp",
     "pid": "parent: pid message read",
     "attached": "parent: cgroup attach",
     "go": "parent: go written",

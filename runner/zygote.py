@@ -1,15 +1,20 @@
 """The warm process: imports torch once, then forks one sandboxed job process per request.
 
-Protocol on the control socket (a Unix stream socket from the engine): each request is an
-8-byte little-endian length sent together with six file descriptors (ctl, result, stdout,
-stderr write ends, the read end of a "go" pipe and the read end of a "payload" pipe). The zygote
-forks a *supervisor*, which reads that many bytes of JSON payload from the payload pipe, enters
-fresh namespaces and forks the job as PID 1 of its own PID namespace. The supervisor reports the
-job's host pid and, later, its exit status on `ctl`.
+Protocol on the control socket (a Unix stream socket from the engine): each request is 8
+reserved bytes sent together with six file descriptors (ctl, result, stdout, stderr write ends,
+the read end of a "go" pipe and the read end of a "payload" pipe), and a seventh, a page for the
+benchmark's timestamps, when it asks for them. The zygote forks a *supervisor*, which enters
+fresh namespaces and forks the job as PID 1 of its own PID namespace, then reports the job's host
+pid and, later, its exit status on `ctl`.
 
-The zygote itself never reads a payload: every job is forked from its memory, so a job's code
-(a reference solution, another player's submission) left in the zygote's heap, even freed,
-could be read by every later job.
+The payload pipe carries two length-prefixed JSON messages, read by the job itself: how to make
+its private mounts (`prep`), then the job (`payload`). A job from the engine's pool has done
+everything up to its mounts when its payload is written, maybe much later; it exits quietly when
+its payload pipe closes first (a pool shrinking, the engine gone).
+
+Neither the zygote nor a supervisor ever reads a payload: every job is forked from their memory,
+so a job's code (a reference solution, another player's submission) left in their heap, even
+freed, could be read by every later job.
 
 CUDA is never initialised here: a CUDA context does not survive fork.
 """
@@ -31,8 +36,11 @@ from . import sandbox, trace
 NFDS = 6
 
 
+MAX_MESSAGE = 64 << 20
+
+
 def _recv_request(sock: socket.socket) -> tuple[int, list[int]] | None:
-    """The payload's length and the request's fds; the payload itself is left in its pipe."""
+    """The request's fds (and its 8 reserved bytes); the payload itself is left in its pipe."""
     msg, fds, _flags, _addr = socket.recv_fds(sock, 8, NFDS + 1)
     if not msg:
         for fd in fds:
@@ -47,16 +55,35 @@ def _recv_request(sock: socket.socket) -> tuple[int, list[int]] | None:
     return n, list(fds)
 
 
-def _read_payload(fd: int, n: int) -> dict[str, Any]:
-    """In the supervisor: the job's JSON payload, from its own pipe."""
+def _read_exact(fd: int, n: int) -> bytes | None:
+    """n bytes from a pipe; None at EOF before the first byte."""
     buf = bytearray()
     while len(buf) < n:
         chunk = os.read(fd, min(1 << 20, n - len(buf)))
         if not chunk:
+            if not buf:
+                return None
             raise EOFError(f"payload cut short ({len(buf)} of {n} bytes)")
         buf += chunk
-    os.close(fd)
-    return json.loads(buf)
+    return bytes(buf)
+
+
+def _read_message(fd: int) -> dict[str, Any] | None:
+    """In the job: one length-prefixed JSON message from its payload pipe; None when the pipe
+    closed before it (a pooled job let go)."""
+    head = _read_exact(fd, 8)
+    if head is None:
+        return None
+    (n,) = struct.unpack("<Q", head)
+    if n > MAX_MESSAGE:
+        raise ValueError("payload too large")
+    data = _read_exact(fd, n)
+    if data is None:
+        raise EOFError("payload cut short")
+    msg = json.loads(data)
+    if not isinstance(msg, dict):
+        raise ValueError("payload is not an object")
+    return msg
 
 
 def _write_line(fd: int, obj: dict[str, Any]) -> None:
@@ -72,8 +99,8 @@ def _baseline_vm_bytes() -> int:
         return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def supervise(size: int, fds: list[int], ctl_sock_fd: int, sandboxed: bool) -> None:
-    """Runs in the forked supervisor; never returns."""
+def supervise(fds: list[int], ctl_sock_fd: int, sandboxed: bool) -> None:
+    """Runs in the forked supervisor; never returns. It reads nothing of the job."""
     ctl, res, out, err, go, pay = fds[:NFDS]
     # the benchmark's page for timestamps (runner/trace.py), sent as a seventh fd when it asks
     page = trace.Page.attach(fds[NFDS]) if len(fds) > NFDS else None
@@ -83,21 +110,18 @@ def supervise(size: int, fds: list[int], ctl_sock_fd: int, sandboxed: bool) -> N
     try:
         os.close(ctl_sock_fd)
         sandbox.die_with_parent()
-        payload = _read_payload(pay, size)
-        stamp("sup_payload")
         work = None
         if sandboxed:
             sandbox.enter_job_namespaces()
         else:  # no private tmpfs: a temporary directory, removed when the job is over
             import tempfile
             work = tempfile.mkdtemp(prefix="quiz-job-")
-            payload["work_dir"] = work
         forked = time.monotonic()
         stamp("sup_ns")
         pid = os.fork()
         if pid == 0:
-            _job_main(payload, ctl, res, out, err, go, sandboxed, stamp)
-        for fd in (res, out, err, go):
+            _job_main(pay, ctl, res, out, err, go, sandboxed, work, stamp)
+        for fd in (res, out, err, go, pay):
             os.close(fd)
         _write_line(ctl, {"pid": pid})
         _, status, usage = os.wait4(pid, 0)
@@ -116,21 +140,32 @@ def supervise(size: int, fds: list[int], ctl_sock_fd: int, sandboxed: bool) -> N
     os._exit(code)
 
 
-def _job_main(payload: dict[str, Any], ctl: int, res: int, out: int, err: int, go: int,
-              sandboxed: bool, stamp: Callable[[str], None] = trace.NOOP) -> None:
-    """The job's PID 1: isolate, limit, lock down, then hand over to the harness."""
+def _job_main(pay: int, ctl: int, res: int, out: int, err: int, go: int, sandboxed: bool,
+              work: str | None, stamp: Callable[[str], None] = trace.NOOP) -> None:
+    """The job's PID 1: its mounts, then (maybe much later, a pooled job) its payload; limit,
+    lock down, then hand over to the harness."""
     stamp("job_start")
     try:
         os.close(ctl)
         # Own session and process group: kill(0, …) or killpg from the job reaches only the job,
         # never the zygote whose group it was forked in.
         os.setsid()
-        limits = payload["limits"]
+        prep = _read_message(pay)
+        if prep is None:
+            os._exit(0)  # let go before it was made
+        scratch_mb, shm_mb = int(prep["scratch_mb"]), int(prep["shm_mb"])
         if sandboxed:
-            work = sandbox.setup_job_mounts(int(limits.get("scratch_mb", 64)), bool(payload.get("tmp_is_scratch", True)),
-                                            int(limits.get("shm_mb", 64)))
-        else:
-            work = payload["work_dir"]
+            work = sandbox.setup_job_mounts(scratch_mb, bool(prep["tmp_is_scratch"]), shm_mb)
+        stamp("job_mounted")
+        payload = _read_message(pay)
+        if payload is None:
+            os._exit(0)  # a pooled job let go
+        stamp("job_payload")
+        os.close(pay)
+        limits = payload["limits"]
+        if sandboxed and (int(limits["scratch_mb"]), int(limits["shm_mb"])) != (scratch_mb, shm_mb):
+            sandbox.resize_job_mounts(int(limits["scratch_mb"]), int(limits["shm_mb"]))
+        assert work is not None
         os.chdir(work)
         devnull = os.open("/dev/null", os.O_RDONLY)
         os.dup2(devnull, 0)
@@ -254,7 +289,7 @@ def main() -> None:
             break
         if req is None:
             break
-        size, fds = req
+        _reserved, fds = req
         if len(fds) not in (NFDS, NFDS + 1):
             for fd in fds:
                 os.close(fd)
@@ -262,7 +297,7 @@ def main() -> None:
         pid = os.fork()
         if pid == 0:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            supervise(size, fds, sock.fileno(), sandboxed)
+            supervise(fds, sock.fileno(), sandboxed)
         for fd in fds:
             os.close(fd)
     os._exit(0)

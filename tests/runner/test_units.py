@@ -141,19 +141,30 @@ async def test_without_cgroups_the_rss_watchdog_catches_memory_spread_over_child
         assert (await engine.grade(job(CORRECT)))["verdict"] == "passed"
 
 
-def _deepest_chain(root: int) -> list[int]:
-    """The longest parent-to-child chain of processes under `root` (root first)."""
-    best = [root]
+def _locked_down(pid: int) -> bool:
+    """A job running its payload (seccomp on), not one the pool made ahead, still waiting for it."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return any(line.split() == ["Seccomp:", "2"] for line in f)
+    except OSError:
+        return False
+
+
+def _chains(root: int) -> list[list[int]]:
+    """Every parent-to-child chain of processes from `root` down to a leaf."""
     try:
         kids = [int(c) for t in os.listdir(f"/proc/{root}/task")
                 for c in open(f"/proc/{root}/task/{t}/children").read().split()]
     except OSError:
-        return best
-    for kid in kids:
-        chain = [root] + _deepest_chain(kid)
-        if len(chain) > len(best):
-            best = chain
-    return best
+        kids = []
+    return [[root] + chain for kid in kids for chain in _chains(kid)] or [[root]]
+
+
+def _deepest_chain(root: int) -> list[int]:
+    """The longest chain of processes under `root` (root first) that ends in a running job;
+    pooled job processes, still waiting for their payload, are passed over."""
+    running = [c for c in _chains(root) if _locked_down(c[-1])]
+    return max(running, key=len) if running else [root]
 
 
 async def test_a_killed_warm_worker_is_replaced_and_grading_goes_on() -> None:
