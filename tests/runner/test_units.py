@@ -141,13 +141,12 @@ async def test_without_cgroups_the_rss_watchdog_catches_memory_spread_over_child
         assert (await engine.grade(job(CORRECT)))["verdict"] == "passed"
 
 
-def _locked_down(pid: int) -> bool:
-    """A job running its payload (seccomp on), not one the pool made ahead, still waiting for it."""
+def _comm(pid: int) -> str:
     try:
-        with open(f"/proc/{pid}/status") as f:
-            return any(line.split() == ["Seccomp:", "2"] for line in f)
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
     except OSError:
-        return False
+        return ""
 
 
 def _chains(root: int) -> list[list[int]]:
@@ -160,11 +159,12 @@ def _chains(root: int) -> list[list[int]]:
     return [[root] + chain for kid in kids for chain in _chains(kid)] or [[root]]
 
 
-def _deepest_chain(root: int) -> list[int]:
-    """The longest chain of processes under `root` (root first) that ends in a running job;
-    pooled job processes, still waiting for their payload, are passed over."""
-    running = [c for c in _chains(root) if _locked_down(c[-1])]
-    return max(running, key=len) if running else [root]
+def _deepest_chain(root: int, leaf: str) -> list[int]:
+    """The longest chain of processes under `root` (root first) down to the process named
+    `leaf`: the job we mean, not a pooled process waiting for its payload nor one still exiting
+    after its answer."""
+    named = [c for c in _chains(root) if _comm(c[-1]) == leaf]
+    return max(named, key=len) if named else [root]
 
 
 async def test_a_killed_warm_worker_is_replaced_and_grading_goes_on() -> None:
@@ -188,14 +188,15 @@ async def test_a_killed_warm_worker_is_replaced_and_grading_goes_on() -> None:
         one_case = "def make_cases():\n    return [{'args': (torch.randn(3, 4),)}]\n"
         # the reference is cached first, so the only job running below is the slow submission
         assert (await engine.grade(job(CORRECT, setup=one_case)))["verdict"] == "passed"
-        slow = hostile("time.sleep(3)", setup=one_case, limits={"wall_s": 10})
+        slow = hostile("import ctypes\nctypes.CDLL(None).prctl(15, b'qz-slow-job', 0, 0, 0)\ntime.sleep(3)",
+                       setup=one_case, limits={"wall_s": 10})
         flight = asyncio.ensure_future(engine.grade(slow))
         seen: dict[int, float] = {}
         killed = False
         loop = asyncio.get_running_loop()
         for _ in range(200):
             await asyncio.sleep(0.05)
-            chain = _deepest_chain(engine.zygote.proc.pid)
+            chain = _deepest_chain(engine.zygote.proc.pid, "qz-slow-job")
             if len(chain) < 3:
                 continue
             parent = chain[-2]  # the job's supervisor
