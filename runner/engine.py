@@ -28,6 +28,7 @@ from .judge import Judged
 from .pool import JobPool, JobProcess, let_go, message, spawn
 from .protocol import MAX_MISTAKES, Capabilities, Job, JobError, Result, Verdict
 from .supervisor import RawRun, Supervisor, _feed_pipe
+from .zygote import READY_MARK
 
 log = logging.getLogger("runner")
 
@@ -299,39 +300,27 @@ class Engine:
                 await cold.stop()
         return await self._run_in(await self._ensure_zygote(), payload, limits, trace)
 
-    def _prep(self, limits: Limits) -> dict[str, Any]:
+    def _prep(self, limits: Limits, *, pooled: bool = False) -> dict[str, Any]:
         """How a job process makes its private mounts (the first message on its payload pipe)."""
         return {"scratch_mb": int(limits.scratch_mb), "shm_mb": int(limits.shm_mb),
-                "tmp_is_scratch": self.plan.tmp_is_scratch if self.plan else False}
+                "tmp_is_scratch": self.plan.tmp_is_scratch if self.plan else False, "pooled": pooled}
 
-    async def _spawn(self, zygote: Zygote, limits: Limits) -> JobProcess:
-        return await spawn(zygote, prep=self._prep(limits), limits=limits, cgroups=self.cgroups,
+    async def _spawn(self, zygote: Zygote, limits: Limits, *, pooled: bool = False) -> JobProcess:
+        return await spawn(zygote, prep=self._prep(limits, pooled=pooled), limits=limits, cgroups=self.cgroups,
                            cpu_share=float(self.config.threads_per_job), executor=self.cgroup_io,
                            trace=self.config.trace)
 
     async def _make_pooled(self, zygote: Zygote) -> JobProcess | None:
         """A job process made ahead with the default limits: forked, in its namespaces, its
-        mounts made, moved into its cgroups and let go; it waits for its payload."""
-        proc = await self._spawn(zygote, self.config.defaults)
+        mounts made, moved into its cgroups and let go, warmed up; it waits for its payload."""
+        proc = await self._spawn(zygote, self.config.defaults, pooled=True)
         loop = asyncio.get_running_loop()
         try:
             end = loop.time() + 60
-            while b"\n" not in proc.ctl_buf:
-                ready: asyncio.Future[None] = loop.create_future()
-
-                def wake(f: asyncio.Future[None] = ready) -> None:
-                    if not f.done():
-                        f.set_result(None)
-                loop.add_reader(proc.ctl, wake)
-                try:
-                    await asyncio.wait_for(ready, timeout=max(0.0, end - loop.time()))
-                finally:
-                    loop.remove_reader(proc.ctl)
-                chunk = os.read(proc.ctl, 4096)
-                if not chunk:
-                    raise OSError("the supervisor ended before the job started")
-                proc.ctl_buf += chunk
-            line, _, rest = bytes(proc.ctl_buf).partition(b"\n")
+            buf = bytearray()
+            while b"\n" not in buf:
+                buf += await _read_some(proc.ctl, end, "the supervisor ended before the job started")
+            line, _, rest = bytes(buf).partition(b"\n")
             proc.ctl_buf = bytearray(rest)
             msg = json.loads(line)
             if "pid" not in msg:
@@ -346,6 +335,11 @@ class Engine:
             os.write(proc.go_w, b"G")  # in its cgroups: it may run once its payload comes
             os.close(proc.go_w)
             proc.go_w = None
+            mark = bytearray()
+            while len(mark) < len(READY_MARK):  # warmed up; nothing else is on its result pipe yet
+                mark += await _read_some(proc.res, end, "the job ended before it was ready", len(READY_MARK) - len(mark))
+            if mark != READY_MARK:
+                raise OSError("the job's ready mark was wrong")
         except BaseException as e:
             await let_go(proc)
             if isinstance(e, Exception):
@@ -363,7 +357,7 @@ class Engine:
         if trace is not None:
             trace["submit"] = time.monotonic()
         started = time.monotonic()
-        proc = self.pool.take(zygote) if self.pool is not None and zygote is self.zygote else None
+        proc = await self.pool.take(zygote) if self.pool is not None and zygote is self.zygote else None
         data = message(payload)
         if proc is not None:
             proc.renew(limits)
@@ -554,6 +548,29 @@ class Engine:
             for q in (0.5, 0.95, 0.99):
                 lines.append(f'runner_latency_ms{{quantile="{q}"}} {data[min(len(data) - 1, int(q * len(data)))]:.1f}')
         return "\n".join(lines) + "\n"
+
+
+async def _read_some(fd: int, end: float, eof: str, most: int = 4096) -> bytes:
+    """What a non-blocking pipe has (waiting for it until the loop time `end`); OSError at EOF."""
+    loop = asyncio.get_running_loop()
+    while True:
+        try:
+            chunk = os.read(fd, most)
+        except BlockingIOError:
+            ready: asyncio.Future[None] = loop.create_future()
+
+            def wake(f: asyncio.Future[None] = ready) -> None:
+                if not f.done():
+                    f.set_result(None)
+            loop.add_reader(fd, wake)
+            try:
+                await asyncio.wait_for(ready, timeout=max(0.0, end - loop.time()))
+            finally:
+                loop.remove_reader(fd)
+            continue
+        if not chunk:
+            raise OSError(eof)
+        return chunk
 
 
 def _decode_reference(raw: RawRun) -> tuple[Judged | None, str]:

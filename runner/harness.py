@@ -8,6 +8,7 @@ from __future__ import annotations
 import builtins
 import linecache
 import math
+import operator
 import os
 import random
 import sys
@@ -150,12 +151,23 @@ class TorchSnapshot:
         # The rules travel with the snapshot, so rebinding the module's table changes nothing.
         self.rules = {name: _CRITICAL.get(name) for name, _obj in self.targets}
         self.saved = [(name, obj, dict(vars(obj))) for name, obj in self.targets]
+        # The same, as key and value tuples in order: what `restore` checks first, at C speed.
+        self.order = [(tuple(saved), tuple(saved.values())) for _name, _obj, saved in self.saved]
 
-    def restore(self) -> list[str]:
-        """Put changed attributes back; return the tampered critical names."""
+    def restore(self, _vars: Any = vars, _len: Any = len, _all: Any = all, _map: Any = map,
+                _is: Any = operator.is_, _setattr: Any = setattr) -> list[str]:
+        """Put changed attributes back; return the tampered critical names.
+
+        A namespace whose keys and values are all the very objects saved, in the saved order and
+        no more, is unchanged: it is passed over without the per-name loop (which would find
+        nothing). The builtins used are bound when the harness is imported, before any player's
+        code, so replacing `builtins.all` or `builtins.vars` cannot hide a change."""
         tampered: list[str] = []
-        for name, obj, saved in self.saved:
-            current = vars(obj)
+        for (name, obj, saved), (keys, values) in zip(self.saved, self.order):  # noqa: B905 - same length
+            current = _vars(obj)
+            if (_len(current) == _len(keys) and _all(_map(_is, current, keys))
+                    and _all(_map(_is, current.values(), values))):
+                continue
             critical = self.rules[name]
             for key, value in saved.items():
                 if current.get(key, _MISSING) is value:
@@ -163,7 +175,7 @@ class TorchSnapshot:
                 if critical is None or critical is _ALL or key in critical:
                     tampered.append(f"{name}.{key}")
                 try:
-                    setattr(obj, key, value)
+                    _setattr(obj, key, value)
                 except (AttributeError, TypeError):
                     pass
             if critical is None and name != "builtins":

@@ -170,6 +170,8 @@ class JobPool:
         self.idle_timer: asyncio.TimerHandle | None = None
         self.letting_go: set[asyncio.Task[None]] = set()
         self.closed = False
+        self.making = False  # a process is being made now
+        self.waiters: collections.deque[asyncio.Future[JobProcess | None]] = collections.deque()
         self.zygote: Zygote | None = None
         self.made = 0  # counters for /metrics
         self.taken = 0
@@ -187,31 +189,54 @@ class JobPool:
 
     async def _fill(self, zygote: Zygote) -> None:
         failures = 0
-        while not self.closed and len(self.ready) < self.size and zygote is self.zygote and zygote.alive():
-            try:
-                proc = await self.make(zygote)
-            except Exception as e:  # noqa: BLE001 - the pool is an optimisation: fresh processes still work
-                log.warning("could not make a pooled job process: %s", e)
-                proc = None
-            if proc is None:
-                failures += 1
-                if failures >= 3:
+        try:
+            while (not self.closed and len(self.ready) < self.size + len(self.waiters)
+                   and zygote is self.zygote and zygote.alive()):
+                self.making = True
+                try:
+                    proc = await self.make(zygote)
+                except Exception as e:  # noqa: BLE001 - the pool is an optimisation: fresh processes still work
+                    log.warning("could not make a pooled job process: %s", e)
+                    proc = None
+                finally:
+                    self.making = False
+                if proc is None:
+                    failures += 1
+                    self._wake_waiters()  # they make fresh ones rather than wait on a failing pool
+                    if failures >= 3:
+                        return
+                    await asyncio.sleep(0.5 * failures)
+                    continue
+                failures = 0
+                if self.closed or zygote is not self.zygote:
+                    self._let_go(proc)
                     return
-                await asyncio.sleep(0.5 * failures)
-                continue
-            failures = 0
-            if self.closed or zygote is not self.zygote:
-                self._let_go(proc)
-                return
-            proc.pooled = True
-            self._watch(proc)
-            self.ready.append(proc)
-            self.made += 1
-            self._arm_idle()
+                proc.pooled = True
+                self.made += 1
+                while self.waiters:  # a grading waiting for this one
+                    fut = self.waiters.popleft()
+                    if not fut.done():
+                        self.taken += 1
+                        fut.set_result(proc)
+                        break
+                else:
+                    self._watch(proc)
+                    self.ready.append(proc)
+                    self._arm_idle()
+        finally:
+            self.making = False
+            self._wake_waiters()
 
-    def take(self, zygote: Zygote) -> JobProcess | None:
-        """A ready process of this zygote, or None (then the caller makes a fresh one); the pool
-        refills behind it."""
+    def _wake_waiters(self) -> None:
+        while self.waiters:
+            fut = self.waiters.popleft()
+            if not fut.done():
+                fut.set_result(None)
+
+    async def take(self, zygote: Zygote) -> JobProcess | None:
+        """A ready process of this zygote; else the one being made now, when no other grading
+        waits for it (it is further along than a fresh one would be); else None, and the caller
+        makes a fresh one. The pool refills behind it."""
         self.last_used = self.loop.time()
         got = None
         while self.ready:
@@ -223,6 +248,24 @@ class JobPool:
             self._let_go(proc)
         if got is not None:
             self.taken += 1
+            self.fill(zygote)
+            return got
+        if self.making and not self.waiters and zygote is self.zygote:
+            fut: asyncio.Future[JobProcess | None] = self.loop.create_future()
+            self.waiters.append(fut)
+            try:
+                got = await fut
+            except asyncio.CancelledError:
+                handed = fut.result() if fut.done() and not fut.cancelled() else None
+                if handed is not None:
+                    self._let_go(handed)  # handed over just as this grading was cancelled
+                raise
+            finally:
+                if fut in self.waiters:
+                    self.waiters.remove(fut)
+            if got is not None and (got.dead or _readable(got.ctl)):
+                self._let_go(got)
+                got = None
         self.fill(zygote)
         return got
 
@@ -268,6 +311,7 @@ class JobPool:
         if self.filler is not None:
             self.filler.cancel()
             await asyncio.gather(self.filler, return_exceptions=True)
+        self._wake_waiters()
         while self.ready:
             proc = self.ready.popleft()
             self._unwatch(proc)
