@@ -51,6 +51,7 @@ class Zygote:
         self.proc: asyncio.subprocess.Process | None = None
         self.sock: socket.socket | None = None
         self.lock = asyncio.Lock()
+        self.one_clone = False
 
     async def start(self) -> None:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -78,10 +79,11 @@ class Zygote:
             ready = await asyncio.wait_for(loop.sock_recv(parent, 1), timeout=600 if self.inductor else 120)
         except TimeoutError:
             ready = b""
-        if ready != b"R":
+        if ready not in (b"R", b"C"):
             parent.close()
             await self.stop()
             raise sandbox.SandboxError("the warm worker did not start (see the log above)")
+        self.one_clone = ready == b"C"  # jobs cloned straight into their namespaces (runner/clone.py)
         parent.setblocking(True)
         self.sock = parent
 
@@ -189,6 +191,8 @@ class Engine:
         self.plan = plan
         self.zygote = Zygote(plan, inductor=self.config.inductor)
         await self.zygote.start()
+        if self.zygote.one_clone:
+            self.features.append("clone-from-zygote")
         raw = await self._run({"kind": "capabilities"}, self.config.defaults)
         try:
             judged = judge.decode_frame(raw.frame, expected_cases=0)

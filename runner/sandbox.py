@@ -244,6 +244,13 @@ def enter_job_namespaces() -> None:
     """In the forked job supervisor: new user/pid/mount/net/ipc/uts/cgroup namespaces."""
     uid, gid = os.geteuid(), os.getegid()
     _check(_libc.unshare(NS_FLAGS), "unshare")
+    become_job_root(uid, gid)
+
+
+def become_job_root(uid: int, gid: int) -> None:
+    """In a new user namespace (after unshare, or in a child cloned into it): map its root to
+    `uid`/`gid`, the ids outside (no other id exists inside, and setgroups is denied), and bring
+    up the loopback of its new network namespace."""
     with open("/proc/self/setgroups", "w") as f:
         f.write("deny")
     with open("/proc/self/uid_map", "w") as f:

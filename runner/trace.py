@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 
 # Stamps taken on the zygote's side of the job (the supervisor and the job), one double each.
-PAGE_STAMPS = ("sup_start", "sup_ns", "job_start", "job_mounted", "job_payload", "job_ready", "job_go", "seeded",
+PAGE_STAMPS = ("sup_start", "sup_ns", "job_start", "job_ns", "job_mounted", "job_payload", "job_ready", "job_go", "seeded",
                "cases", "snapshot", "ran", "written", "reaped")
 PAGE_BYTES = 8 * len(PAGE_STAMPS)
 
@@ -32,6 +32,7 @@ LABELS = {
     "sup_start": "zygote: fork of the supervisor",
     "sup_ns": "supervisor: unshare, id maps, lo up",
     "job_start": "fork of the job (PID 1)",
+    "job_ns": "job: id maps, lo up (cloned)",
     "job_mounted": "job: mounts",
     "job_payload": "job: payload read",
     "job_ready": "job: rlimits, caps, seccomp",

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from . import sandbox, trace
+from . import clone, sandbox, trace
 
 NFDS = 6
 
@@ -142,10 +142,11 @@ def supervise(fds: list[int], ctl_sock_fd: int, sandboxed: bool) -> None:
 
 
 def _job_main(pay: int, ctl: int, res: int, out: int, err: int, go: int, sandboxed: bool,
-              work: str | None, stamp: Callable[[str], None] = trace.NOOP) -> None:
+              work: str | None, stamp: Callable[[str], None] = trace.NOOP, cloned: bool = False) -> None:
     """The job's PID 1: its mounts, then (maybe much later, a pooled job) its payload; limit,
     lock down, then hand over to the harness."""
-    stamp("job_start")
+    if not cloned:  # cloned straight from the zygote, it stamped its start already
+        stamp("job_start")
     try:
         os.close(ctl)
         # Own session and process group: kill(0, …) or killpg from the job reaches only the job,
@@ -287,9 +288,12 @@ def main() -> None:
     if "--inductor" in sys.argv:
         _warm_inductor()
     _warm_up()
+    uid, gid = os.geteuid(), os.getegid()
+    one_clone = sandboxed and "--two-forks" not in sys.argv and clone.usable(
+        sandbox.NS_FLAGS, child_setup=lambda: sandbox.become_job_root(uid, gid))
     signal.signal(signal.SIGCHLD, lambda *_: _reap())
     sock = socket.socket(fileno=ctl_fd)
-    sock.sendall(b"R")  # ready
+    sock.sendall(b"R" if not one_clone else b"C")  # ready (C: jobs are cloned straight from here)
     while True:
         try:
             req = _recv_request(sock)
@@ -304,6 +308,9 @@ def main() -> None:
             for fd in fds:
                 os.close(fd)
             continue
+        if one_clone:
+            _clone_job(fds, sock.fileno(), uid, gid)
+            continue
         pid = os.fork()
         if pid == 0:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -313,14 +320,81 @@ def main() -> None:
     os._exit(0)
 
 
+# Jobs cloned straight from here (`runner/clone.py`), until reaped: pid -> (ctl fd, clone time,
+# trace page). Statuses of children reaped before they were entered here wait in `_unclaimed`.
+_jobs: dict[int, tuple[int, float, trace.Page | None]] = {}
+_unclaimed: dict[int, tuple[int, Any]] = {}
+
+
+def _clone_job(fds: list[int], ctl_sock_fd: int, uid: int, gid: int) -> None:
+    """One clone into the job's new namespaces; the zygote itself is its supervisor: it reports
+    its pid now and its status when it reaps it (`_reap`)."""
+    ctl, res, out, err, go, pay = fds[:NFDS]
+    page = trace.Page.attach(fds[NFDS]) if len(fds) > NFDS else None
+    stamp = page.stamp if page is not None else trace.NOOP
+    forked = time.monotonic()
+    try:
+        pid = clone.clone(sandbox.NS_FLAGS)
+    except OSError as e:
+        _write_line(ctl, {"fatal": f"{type(e).__name__}: {e}"})
+        for fd in fds[:NFDS]:
+            os.close(fd)
+        if page is not None:
+            page.close()
+        return
+    if pid == 0:  # the job: PID 1 of its new namespaces
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        stamp("job_start")
+        try:
+            # what the zygote holds for other jobs (their control channels, their trace pages)
+            for other_ctl, _t, other_page in _jobs.values():
+                os.close(other_ctl)
+                if other_page is not None:
+                    other_page.page.close()
+            _jobs.clear()
+            _unclaimed.clear()
+            os.close(ctl_sock_fd)
+            sandbox.die_with_parent()
+            sandbox.become_job_root(uid, gid)
+        except BaseException as e:  # noqa: BLE001 - its status tells the engine; this says why
+            _write_line(ctl, {"fatal": f"{type(e).__name__}: {e}"})
+            os._exit(70)
+        stamp("job_ns")
+        _job_main(pay, ctl, res, out, err, go, True, None, stamp, cloned=True)
+    for fd in (res, out, err, go, pay):
+        os.close(fd)
+    _write_line(ctl, {"pid": pid})
+    _jobs[pid] = (ctl, forked, page)
+    early = _unclaimed.pop(pid, None)  # it died before it was entered
+    _unclaimed.clear()  # anything else there is no job's (pids are reused)
+    if early is not None:
+        _report(pid, *early)
+
+
+def _report(pid: int, status: int, usage: Any) -> None:
+    ctl, forked, page = _jobs.pop(pid)
+    if page is not None:
+        page.stamp("reaped")
+        page.close()
+    _write_line(ctl, {"status": status, "cpu_s": usage.ru_utime + usage.ru_stime,
+                      "maxrss_kb": usage.ru_maxrss, "elapsed_s": time.monotonic() - forked})
+    os.close(ctl)
+
+
 def _reap() -> None:
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, status, usage = os.wait4(-1, os.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:
             return
+        if pid in _jobs:
+            _report(pid, status, usage)
+        else:
+            _unclaimed[pid] = (status, usage)  # a job cloned but not entered yet, or a supervisor
+            if len(_unclaimed) > 64:
+                _unclaimed.pop(next(iter(_unclaimed)))
 
 
 if __name__ == "__main__":

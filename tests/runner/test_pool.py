@@ -24,8 +24,9 @@ if os.fork() == 0:
     os._exit(0)
 """
 
-# Job B looks for all of it. It knows the mark only by its hash, so its own memory holds the
-# prefix and never the mark itself.
+# Job B looks for all of it, and for any file descriptor it did not make (another job's
+# channels). It knows the mark only by its hash, so its own memory holds the prefix and never
+# the mark itself.
 LOOK = f"""
 import ctypes, hashlib, os
 ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # dumpable, so /proc/self/mem is its own to read
@@ -34,6 +35,8 @@ for d in ('/scratch', '/scratch/work', '/tmp', '/dev/shm'):
     assert not os.path.exists(d + '/left-by-a'), 'file left by a: ' + d
 pids = [p for p in os.listdir('/proc') if p.isdigit()]
 assert pids == ['1'], 'processes: ' + repr(pids)
+fds = sorted(int(f) for f in os.listdir('/proc/self/fd'))
+assert fds == [0, 1, 2, 3, 4], 'open fds beyond its own (4 is the listing): ' + repr(fds)
 prefix = b'qz7' + b'-'
 found = 0
 with open('/proc/self/maps') as maps, open('/proc/self/mem', 'rb', buffering=0) as mem:
