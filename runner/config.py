@@ -57,6 +57,9 @@ class RunnerConfig:
     # background and let go after `pool_idle_s` without a grading; 0 turns the pool off
     pool: int = 2
     pool_idle_s: float = 120.0
+    # one clone(2) from the zygote per job where it works (runner/clone.py); false: always fork
+    # a supervisor that unshares and forks the job
+    clone: bool = True
     defaults: Limits = field(default_factory=Limits)
     maxima: Limits = field(default_factory=lambda: Limits(
         wall_s=30, cpu_s=30, memory_mb=8192, processes=128, open_files=512,
@@ -81,7 +84,7 @@ _SCALARS = {"host": str, "port": int, "token_env": str, "max_request_kb": int, "
             "workers": int, "threads_per_job": int, "allow_unsandboxed": bool,
             "gpu_memory_fraction": float, "reference_cache": int, "max_observation_mb": int,
             "cgroups": bool, "cold_start": bool, "trace": bool, "max_ranks": int, "inductor": bool,
-            "pool": int, "pool_idle_s": float}
+            "pool": int, "pool_idle_s": float, "clone": bool}
 
 
 def load_config(path: str | Path | None) -> RunnerConfig:

@@ -45,9 +45,10 @@ def validate_job(job: Any) -> str:
 class Zygote:
     """One jailed warm interpreter and the socket to it."""
 
-    def __init__(self, plan: sandbox.JailPlan | None, *, inductor: bool = False) -> None:
+    def __init__(self, plan: sandbox.JailPlan | None, *, inductor: bool = False, clone: bool = True) -> None:
         self.plan = plan
         self.inductor = inductor  # warm torch.compile's Inductor backend at start-up
+        self.clone = clone  # jobs cloned straight into their namespaces where that works
         self.proc: asyncio.subprocess.Process | None = None
         self.sock: socket.socket | None = None
         self.lock = asyncio.Lock()
@@ -58,6 +59,8 @@ class Zygote:
         args = [sys.executable, "-m", "runner.zygote", "--fd", str(child.fileno())]
         if self.inductor:
             args.append("--inductor")
+        if not self.clone:
+            args.append("--two-forks")
         if self.plan is None:
             args.append("--unsandboxed")
             argv = args
@@ -189,7 +192,7 @@ class Engine:
         await loop.run_in_executor(None, __import__, "torch")
         plan = await asyncio.get_running_loop().run_in_executor(None, self._plan)
         self.plan = plan
-        self.zygote = Zygote(plan, inductor=self.config.inductor)
+        self.zygote = Zygote(plan, inductor=self.config.inductor, clone=self.config.clone)
         await self.zygote.start()
         if self.zygote.one_clone:
             self.features.append("clone-from-zygote")
@@ -225,7 +228,7 @@ class Engine:
                 log.warning("warm worker gone; restarting it")
                 if self.zygote is not None:
                     await self.zygote.stop()
-                self.zygote = Zygote(self.plan, inductor=self.config.inductor)
+                self.zygote = Zygote(self.plan, inductor=self.config.inductor, clone=self.config.clone)
                 await self.zygote.start()
                 if self.pool is not None:
                     self.pool.fill(self.zygote)  # lets go of what the old one made
@@ -293,7 +296,7 @@ class Engine:
                             trace: dict[str, float] | None = None) -> tuple[RawRun, Supervisor | None]:
         if self.config.cold_start and payload.get("kind") != "capabilities":
             # Benchmark baseline: a fresh jailed interpreter (and `import torch`) per process.
-            cold = Zygote(self.plan, inductor=self.config.inductor)
+            cold = Zygote(self.plan, inductor=self.config.inductor, clone=self.config.clone)
             await cold.start()
             try:
                 raw, tail = await self._run_in(cold, payload, limits, trace)

@@ -131,3 +131,22 @@ async def test_a_pooled_process_takes_the_jobs_own_limits() -> None:
         bomb = "b = bytearray(600 << 20)\nb[::4096] = b'x' * len(b[::4096])"
         r = await engine.grade(hostile(bomb, limits={"memory_mb": 256}))
         assert r["verdict"] == "memory", r
+
+
+async def test_the_two_fork_way_grades_and_isolates_the_same() -> None:
+    """Where one clone from the zygote cannot be used (`clone: false` here), a supervisor
+    unshares and forks each job, pooled or not: the same verdicts, nothing carried over."""
+    from runner.config import RunnerConfig
+    from runner.engine import Engine
+
+    async with Engine(RunnerConfig(clone=False, pool=1)) as engine:
+        assert "clone-from-zygote" not in engine.health()["sandbox"]
+        assert engine.zygote is not None and not engine.zygote.one_clone
+        assert (await engine.grade(job(CORRECT)))["verdict"] == "passed"
+        a = await engine.grade(job(LEAVE + CORRECT, limits={"wall_s": 10}))
+        assert a["verdict"] == "passed", a
+        b = await engine.grade(job(LOOK + CORRECT, limits={"wall_s": 30, "cpu_s": 30}))
+        assert b["verdict"] == "passed", b
+        r = await engine.grade(hostile("while True:\n    pass", limits={"wall_s": 2, "cpu_s": 10}))
+        assert r["verdict"] == "timeout", r
+        assert engine.metrics["pooled_jobs"] >= 1
