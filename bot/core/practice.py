@@ -83,6 +83,15 @@ class Practice:
             room = await self.store.channels.private(ch, pid, actor.user_id, now)
         return Private(ch, room, pid)
 
+    async def _free(self, actor: Actor, where: ChannelRef) -> Private | Message:
+        """The player's side when they have no open private question; else that question again
+        (one at a time), or the refusal."""
+        p = await self.private(actor, where)
+        if isinstance(p, Message):
+            return p
+        current = await self.store.rounds.open_in(p.room.id)
+        return self._still_open(p, current) if current is not None else p
+
     def today(self, p: Private) -> date:
         return local_date(p.channel.schedule, self.svc.clock.now())
 
@@ -101,12 +110,9 @@ class Practice:
 
     async def start(self, actor: Actor, where: ChannelRef, scope: str) -> list[Message]:
         """`/quiz practice [scope]`: the open private question again, or a new one."""
-        p = await self.private(actor, where)
+        p = await self._free(actor, where)
         if isinstance(p, Message):
             return [p]
-        current = await self.store.rounds.open_in(p.room.id)
-        if current is not None:
-            return [self._still_open(p, current)]
         daily = await self.store.rounds.open_in(p.channel.id)
         exclude = {daily.item_id} if daily is not None and daily.item_id else set()
         scope = scope.strip()
@@ -131,12 +137,9 @@ class Practice:
 
     async def review(self, actor: Actor, where: ChannelRef) -> list[Message]:
         """`/quiz review`: the next item due for review, while today's allowance lasts."""
-        p = await self.private(actor, where)
+        p = await self._free(actor, where)
         if isinstance(p, Message):
             return [p]
-        current = await self.store.rounds.open_in(p.room.id)
-        if current is not None:
-            return [self._still_open(p, current)]
         today = self.today(p)
         cap = self.svc.settings.learning.review_per_day
         done = await self.store.rounds.count_mode_on(p.room.id, "review", today)
