@@ -210,14 +210,16 @@ class Practice:
                                                     "`/quiz practice giveup` to see the answer and get a new one.")
 
     async def open_round(self, actor: Actor, where: ChannelRef) -> tuple[Private, Round] | Message:
-        """The player's open private round in this channel, or why there is none."""
-        p = await self.private(actor, where)
-        if isinstance(p, Message):
-            return p
-        rnd = await self.store.rounds.open_in(p.room.id)
-        if rnd is None or rnd.item_id is None:
+        """The player's open private round in this channel, or why there is none (a lookup: it
+        creates no player or private channel, as answers, hints and forms only read)."""
+        ch = await self.store.channels.by_ref(where)
+        if ch is None or not ch.enabled or ch.private:
+            return error(NOT_ENABLED)
+        room = await self.store.channels.by_ref(where.private_for(actor.user_id))
+        rnd = await self.store.rounds.open_in(room.id) if room is not None and room.owner_id is not None else None
+        if room is None or room.owner_id is None or rnd is None or rnd.item_id is None:
             return error("You have no open practice question here: `/quiz practice` or `/quiz review` gives you one.")
-        return p, rnd
+        return Private(ch, room, room.owner_id), rnd
 
     async def give_up(self, actor: Actor, where: ChannelRef) -> list[Message]:
         found = await self.open_round(actor, where)
