@@ -42,6 +42,9 @@ _WORDS = {
     "mistake": {"zh": "这像是一个常见错误", "en": "This looks like a known mistake"},
     "case_passed": {"zh": "通过", "en": "passed"},
     "case_failed": {"zh": "未通过", "en": "failed"},
+    "no_module": {"zh": "判题环境只有 torch、numpy、onnx/onnxruntime 和 Python 标准库，没有安装其他包。",
+                  "en": "The grader has torch, numpy, onnx/onnxruntime and the Python standard library; "
+                        "no other package is installed."},
     "example": {"zh": "示例", "en": "example"},
     "hidden": {"zh": "隐藏", "en": "hidden"},
 }
@@ -166,6 +169,8 @@ def render_result(result: dict[str, Any], lang: str = "en") -> str:
             lines.append(error_head)
         if error.get("traceback"):
             lines.append(str(error["traceback"]).rstrip())
+        if error.get("type") in ("ModuleNotFoundError", "ImportError"):  # say what there is to import
+            lines.append(word("no_module", lang))
     return "\n".join(lines)
 
 

@@ -316,7 +316,11 @@ def set_limits(*, cpu_s: int, memory_bytes: int | None, processes: int, open_fil
     def lim(which: int, value: int) -> None:
         resource.setrlimit(which, (value, value))
 
-    lim(resource.RLIMIT_CPU, max(1, cpu_s))
+    # CPU: the soft limit sends SIGXCPU (a timeout, whatever the outside accounting saw); the hard
+    # limit one second later kills a process that ignores it. With both equal the kernel sends
+    # SIGKILL at once, and a kill whose CPU the job's cgroup had not counted yet (time spent before
+    # it was attached) read as a crash instead of a timeout.
+    resource.setrlimit(resource.RLIMIT_CPU, (max(1, cpu_s), max(1, cpu_s) + 1))
     if memory_bytes is not None:
         lim(resource.RLIMIT_AS, memory_bytes)
     lim(resource.RLIMIT_NPROC, processes)

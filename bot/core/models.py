@@ -18,6 +18,9 @@ PERIODS: tuple[str, ...] = ("round", "week", "topic", "month", "all", "practice"
 WEEKDAY_NAMES = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 
 
+PRIVATE_SEP = "~"  # joins a quiz channel's id and a player's id in a private channel's reference
+
+
 @dataclass(frozen=True)
 class ChannelRef:
     """Where a message came from, as the platform names it."""
@@ -29,6 +32,15 @@ class ChannelRef:
 
     def __str__(self) -> str:
         return f"{self.platform}:{self.workspace}/{self.name or self.channel}"
+
+    def private_for(self, user_id: str) -> ChannelRef:
+        """The reference of a player's private channel (practice, review) under this quiz channel."""
+        return ChannelRef(self.platform, self.workspace, f"{self.channel}{PRIVATE_SEP}{user_id}", self.name)
+
+    @property
+    def quiz_channel(self) -> str:
+        """The quiz channel's id, also for a private channel's reference."""
+        return self.channel.split(PRIVATE_SEP)[0]
 
 
 @dataclass(frozen=True)

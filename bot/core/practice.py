@@ -83,6 +83,15 @@ class Practice:
             room = await self.store.channels.private(ch, pid, actor.user_id, now)
         return Private(ch, room, pid)
 
+    async def _free(self, actor: Actor, where: ChannelRef) -> Private | Message:
+        """The player's side when they have no open private question; else that question again
+        (one at a time), or the refusal."""
+        p = await self.private(actor, where)
+        if isinstance(p, Message):
+            return p
+        current = await self.store.rounds.open_in(p.room.id)
+        return self._still_open(p, current) if current is not None else p
+
     def today(self, p: Private) -> date:
         return local_date(p.channel.schedule, self.svc.clock.now())
 
@@ -101,12 +110,9 @@ class Practice:
 
     async def start(self, actor: Actor, where: ChannelRef, scope: str) -> list[Message]:
         """`/quiz practice [scope]`: the open private question again, or a new one."""
-        p = await self.private(actor, where)
+        p = await self._free(actor, where)
         if isinstance(p, Message):
             return [p]
-        current = await self.store.rounds.open_in(p.room.id)
-        if current is not None:
-            return [self._still_open(p, current)]
         daily = await self.store.rounds.open_in(p.channel.id)
         exclude = {daily.item_id} if daily is not None and daily.item_id else set()
         scope = scope.strip()
@@ -131,12 +137,9 @@ class Practice:
 
     async def review(self, actor: Actor, where: ChannelRef) -> list[Message]:
         """`/quiz review`: the next item due for review, while today's allowance lasts."""
-        p = await self.private(actor, where)
+        p = await self._free(actor, where)
         if isinstance(p, Message):
             return [p]
-        current = await self.store.rounds.open_in(p.room.id)
-        if current is not None:
-            return [self._still_open(p, current)]
         today = self.today(p)
         cap = self.svc.settings.learning.review_per_day
         done = await self.store.rounds.count_mode_on(p.room.id, "review", today)
@@ -207,14 +210,16 @@ class Practice:
                                                     "`/quiz practice giveup` to see the answer and get a new one.")
 
     async def open_round(self, actor: Actor, where: ChannelRef) -> tuple[Private, Round] | Message:
-        """The player's open private round in this channel, or why there is none."""
-        p = await self.private(actor, where)
-        if isinstance(p, Message):
-            return p
-        rnd = await self.store.rounds.open_in(p.room.id)
-        if rnd is None or rnd.item_id is None:
+        """The player's open private round in this channel, or why there is none (a lookup: it
+        creates no player or private channel, as answers, hints and forms only read)."""
+        ch = await self.store.channels.by_ref(where)
+        if ch is None or not ch.enabled or ch.private:
+            return error(NOT_ENABLED)
+        room = await self.store.channels.by_ref(where.private_for(actor.user_id))
+        rnd = await self.store.rounds.open_in(room.id) if room is not None and room.owner_id is not None else None
+        if room is None or room.owner_id is None or rnd is None or rnd.item_id is None:
             return error("You have no open practice question here: `/quiz practice` or `/quiz review` gives you one.")
-        return p, rnd
+        return Private(ch, room, room.owner_id), rnd
 
     async def give_up(self, actor: Actor, where: ChannelRef) -> list[Message]:
         found = await self.open_round(actor, where)

@@ -169,7 +169,8 @@ class QuizService:
         for rnd in await self.store.rounds.due_to_close(now):
             await self.close_round(rnd, status="closed", by="", at=min(now, rnd.closes_at))
         opened = []
-        for ch in await self.store.channels.enabled():
+        channels = await self.store.channels.enabled()
+        for ch in channels:
             await self._report_missed(ch, now)
             slot = current_slot(ch.schedule, now)
             if slot is None or (ch.schedule_since is not None and slot.start < ch.schedule_since):
@@ -179,7 +180,7 @@ class QuizService:
             new = await self.open_round(ch, scheduled_day=slot.day)
             if new is not None:
                 opened.append(new)
-        for ch in await self.store.channels.enabled():
+        for ch in channels:
             if ch.options.digest_on:
                 try:
                     if await post_due_digests(self, ch, now):
@@ -413,8 +414,7 @@ class QuizService:
         """Config defaults, then the config's per-channel overrides, then the channel's stored ones."""
         rules = self.settings.scoring
         ref = channel.ref
-        quiz_channel = ref.channel.split("~")[0] if channel.private else ref.channel  # a private one: its quiz channel's
-        over = self.settings.channel_scoring.get(f"{ref.platform}:{ref.workspace}:{quiz_channel}")
+        over = self.settings.channel_scoring.get(f"{ref.platform}:{ref.workspace}:{ref.quiz_channel}")
         if over:
             rules = rules.merged(over)
         if channel.scoring:

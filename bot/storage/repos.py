@@ -141,8 +141,7 @@ class Channels:
     async def private(self, parent: Channel, owner_id: int, user_id: str, now: datetime) -> Channel:
         """A player's private channel under a quiz channel (practice and review rounds), created
         on first use. Never enabled: the scheduler never posts there."""
-        ref = ChannelRef(parent.ref.platform, parent.ref.workspace, f"{parent.ref.channel}~{user_id}",
-                         parent.ref.name)
+        ref = parent.ref.private_for(user_id)
         ch = await self.by_ref(ref)
         if ch is not None:
             return ch

@@ -253,9 +253,11 @@ class Stats:
         return [r[0] for r in rows]
 
     async def round_unsolved(self, round_id: int) -> list[int]:
-        """Players who answered a round (answers not voided) and have not solved it."""
+        """Players who answered a round and have not solved it (answers voided with a skipped
+        round, or given up after runner faults, do not count: neither is the player's failure)."""
         rows = await self.db.fetchall(
-            "SELECT DISTINCT player_id FROM answers WHERE round_id = ? AND state != 'void' AND player_id NOT IN"
+            "SELECT DISTINCT player_id FROM answers WHERE round_id = ? AND state NOT IN ('void', 'abandoned')"
+            " AND player_id NOT IN"
             " (SELECT player_id FROM scores WHERE round_id = ? AND solved = 1) ORDER BY player_id",
             (round_id, round_id))
         return [int(r[0]) for r in rows]

@@ -22,3 +22,13 @@ def test_a_verdict_before_any_case_ran_does_not_list_cases() -> None:
                           "error": {"type": "MissingEntrypoint", "message": "define a function named `solve`"}})
     assert "not run" not in text
     assert "define a function named `solve`" in text
+
+
+def test_a_missing_package_says_what_the_grader_has() -> None:
+    error = {"type": "ModuleNotFoundError", "message": "No module named 'scipy'"}
+    text = render_result({"verdict": "error", "passed_cases": 0, "total_cases": 2, "error": error,
+                          "cases": [_case(0, False, message="ModuleNotFoundError")]})
+    assert "No module named 'scipy'" in text and "no other package is installed" in text
+    assert "没有安装其他包" in render_result({"verdict": "error", "error": error}, "zh")
+    other = render_result({"verdict": "error", "error": {"type": "TypeError", "message": "bad operand"}})
+    assert "package" not in other

@@ -30,6 +30,14 @@ async def test_infinite_loop_times_out(runner_client: RunnerClient) -> None:
     assert r["verdict"] == "timeout"
 
 
+async def test_ignoring_the_cpu_limit_signal_still_times_out(runner_client: RunnerClient) -> None:
+    """The CPU limit's SIGXCPU can be ignored; the hard limit a second later still ends it, as a
+    timeout (never a crash: the player's verdict must name the limit)."""
+    code = "import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True:\n    pass"
+    r = await grade_then_recover(runner_client, hostile(code, limits={"wall_s": 5, "cpu_s": 1}))
+    assert r["verdict"] == "timeout", r
+
+
 async def test_sleeping_forever_hits_the_wall_clock(runner_client: RunnerClient) -> None:
     r = await grade_then_recover(runner_client, hostile("time.sleep(1e9)", limits={"wall_s": 1.5, "cpu_s": 5}))
     assert r["verdict"] == "timeout"
