@@ -255,7 +255,12 @@ async def compare(args: argparse.Namespace, config: Path) -> None:
     """This checkout against `--baseline`, alternating rounds in one run."""
     with tempfile.TemporaryDirectory(prefix="baseline-", dir=str(ROOT / ".bench")) as tmp:
         base = _baseline_tree(args.baseline, Path(tmp))
-        async with _runner(config, base) as (_e0, old), _runner(config) as (_e1, new):
+        base_config = config
+        if "trace" not in (base / "runner" / "config.py").read_text():
+            # a baseline from before tracing rejects the setting: it runs untraced (no phases)
+            base_config = Path(tmp) / "untraced.yaml"
+            base_config.write_text("{}\n")
+        async with _runner(base_config, base) as (_e0, old), _runner(config) as (_e1, new):
             sides = {"before": old, "after": new}
             for c in sides.values():
                 await warm(c, 3)
