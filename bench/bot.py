@@ -29,20 +29,19 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from questionbank.model import Item, Text  # noqa: E402
 
 from bot.core import Actor, ChannelRef, CoreSettings, FakeClock, RoleRules, RunnerPool  # noqa: E402
 from bot.core.leaderboards import leaderboard, player_card  # noqa: E402
 from bot.core.service import QuizService  # noqa: E402
 from bot.storage import open_database  # noqa: E402
+from questionbank.model import Item, Text  # noqa: E402
 
 WHERE = ChannelRef("bench", "ws", "C1", "bench")
-NOW = datetime(2025, 6, 18, 12, 0, tzinfo=timezone.utc)  # a Wednesday
+NOW = datetime(2025, 6, 18, 12, 0, tzinfo=UTC)  # a Wednesday
 
 
 class RecordedRunner:
@@ -138,7 +137,7 @@ def bulk_fill(path: Path, upto: int, state: dict, players: int = 300) -> None:
     with con:
         while state["answers"] < upto:
             day = NOW.date() - timedelta(days=state["rounds"])
-            opened = datetime.combine(day, datetime.min.time(), tzinfo=timezone.utc) + timedelta(hours=9)
+            opened = datetime.combine(day, datetime.min.time(), tzinfo=UTC) + timedelta(hours=9)
             chapter = 1 + state["rounds"] % 10
             cur.execute("INSERT INTO rounds (channel_id, item_id, local_date, scheduled, status, opened_at, closes_at,"
                         " closed_at, kind, difficulty, chapter) VALUES (1, ?, ?, 1, 'closed', ?, ?, ?, 'code', ?, ?)",
