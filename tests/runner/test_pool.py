@@ -16,7 +16,10 @@ LEAVE = f"""
 import ctypes, os, time
 keep = ({MARK!r} * 4096).encode()
 for d in ('/scratch', '/scratch/work', '/tmp', '/dev/shm'):
-    open(d + '/left-by-a', 'w').write({MARK!r})
+    try:
+        open(d + '/left-by-a', 'w').write({MARK!r})
+    except OSError:  # /tmp is read-only in the jail when the checkout itself lies under /tmp
+        assert d == '/tmp', d
 if os.fork() == 0:
     os.setsid()
     ctypes.CDLL(None).prctl(15, b'qz7-left-by-a', 0, 0, 0)
